@@ -1,0 +1,78 @@
+"""`kernelrl eval`: evaluate one candidate against one task and print the verdict."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from kernelrl.tasks.examples import example_path
+
+DEFAULT_TASK = "scale_bias_relu.py"
+DEFAULT_CANDIDATE = "scale_bias_relu_cpu.py"
+
+
+def parse_sizes(pairs: list[str]) -> dict[str, int]:
+    sizes = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not value.strip().lstrip("-").isdigit():
+            raise SystemExit(f"--size expects NAME=INTEGER, got {pair!r}")
+        sizes[name.strip()] = int(value)
+    return sizes
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("eval", help="evaluate a candidate kernel against a task", description=__doc__)
+    p.add_argument("--task", help="task file (KernelBench format); default: the shipped example")
+    p.add_argument("--candidate", help="candidate file defining ModelNew; default: the shipped example kernel")
+    p.add_argument("--backend", choices=["cpu", "triton", "cuda"], default="cpu")
+    p.add_argument("--json", action="store_true", help="print the full EvalResult as JSON")
+    p.add_argument("--trials", type=int, default=5, help="correctness trials")
+    p.add_argument("--timing-trials", type=int, default=20)
+    p.add_argument("--no-timing", action="store_true")
+    p.add_argument("--compile-baseline", action="store_true", help="also time torch.compile(reference)")
+    p.add_argument("--threads", type=int, default=1, help="CPU threads for the evaluated process")
+    p.add_argument("--size", action="append", default=[], metavar="NAME=N", help="override a size constant")
+    p.add_argument("--scale", type=float, help="scale every size constant of the task by this factor")
+    p.add_argument("--max-mb", type=float, help="shrink the task's sizes until it fits this many MB")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kernelrl.evaluate import Candidate, EvalConfig, EvalPool
+    from kernelrl.evaluate.render import print_result
+    from kernelrl.tasks import TaskError, load_tasks
+
+    task_path = args.task or example_path(DEFAULT_TASK)
+    candidate_path = args.candidate or (example_path(DEFAULT_CANDIDATE) if not args.task else None)
+    if candidate_path is None:
+        print("error: --candidate is required with --task", file=sys.stderr)
+        return 2
+    try:
+        tasks = load_tasks(
+            task_path,
+            overrides=parse_sizes(args.size) or None,
+            scale=args.scale,
+            max_bytes=int(args.max_mb * 2**20) if args.max_mb else None,
+        )
+        candidate = Candidate.from_file(candidate_path, backend=args.backend)
+        config = EvalConfig(
+            correctness_trials=args.trials,
+            timing_trials=args.timing_trials,
+            measure_timing=not args.no_timing,
+            compile_baseline=args.compile_baseline,
+            num_threads=args.threads,
+        )
+    except (TaskError, FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if len(tasks) != 1:
+        print(f"error: {task_path} holds {len(tasks)} tasks; `eval` takes one", file=sys.stderr)
+        return 2
+    with EvalPool(workers=1, config=config) as pool:
+        result = pool.evaluate(tasks[0], candidate)
+    if args.json:
+        print(result.to_json(indent=2))
+    else:
+        print_result(result)
+    return 0 if result.status in ("ok", "compiled") else 1

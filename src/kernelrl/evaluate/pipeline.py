@@ -1,0 +1,254 @@
+"""The evaluation pipeline, run inside a disposable process: static -> build -> init -> correctness -> timing.
+
+`run_pipeline` never raises for anything the candidate does: every failure becomes a status and a
+message in the returned `EvalResult`. Stage starts are announced through `announce` so the
+supervising process can apply each stage's wall-clock limit.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import copy
+import platform
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from kernelrl.evaluate.backends import Backend, get_backend
+from kernelrl.evaluate.candidate import Candidate
+from kernelrl.evaluate.compare import compare_outputs
+from kernelrl.evaluate.config import EvalConfig
+from kernelrl.evaluate.feedback import build_feedback, compile_error_text
+from kernelrl.evaluate.loading import CANDIDATE_FILE, TASK_FILE, describe_exception, load_module
+from kernelrl.evaluate.result import Correctness, EvalResult, StageReport, Status, Timing
+from kernelrl.evaluate.static import run_static_checks
+from kernelrl.evaluate.timing import time_cpu, time_cuda
+from kernelrl.native import CompileError, call_counts, reset_call_counts
+from kernelrl.tasks.task import Task
+
+Announce = Callable[[str, float], None]
+
+
+class StageFailed(Exception):
+    """Stops the pipeline with a status; the stage's message goes into the result."""
+
+    def __init__(self, status: Status, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class Pipeline:
+    def __init__(self, task: Task, candidate: Candidate, config: EvalConfig, announce: Announce) -> None:
+        self.task, self.candidate, self.config, self.announce = task, candidate, config, announce
+        self.backend: Backend = get_backend(candidate.backend)
+        self.device = self.backend.device(config.device_index)
+        self.result = EvalResult(
+            status=Status.OK,
+            task_id=task.id,
+            backend=candidate.backend,
+            device=str(self.device),
+            size_overrides={k: list(v) for k, v in task.size_overrides.items()},
+            notes=list(self.backend.notes()),
+        )
+
+    @contextlib.contextmanager
+    def stage(self, name: str, timeout: float) -> Iterator[None]:
+        self.announce(name, timeout)
+        start = time.perf_counter()
+        report = StageReport(name=name, status="ok", duration_s=0.0)
+        self.result.stages.append(report)
+        try:
+            yield
+        except StageFailed as failure:
+            report.status, report.message = "failed", failure.message
+            raise
+        finally:
+            report.duration_s = time.perf_counter() - start
+
+    # -- stages ---------------------------------------------------------------------------------
+
+    def static(self) -> None:
+        try:
+            tree = ast.parse(self.candidate.source, filename=CANDIDATE_FILE)
+        except SyntaxError as exc:
+            raise StageFailed(
+                Status.COMPILE_ERROR, f"SyntaxError: {exc.msg} ({CANDIDATE_FILE} line {exc.lineno})"
+            ) from None
+        findings = run_static_checks(tree, self.candidate.source, self.backend)
+        self.result.static_findings = [f.to_dict() for f in findings]
+        rejects = [f for f in findings if f.severity == "reject"]
+        if any(f.check == "defines-model-new" for f in rejects):
+            raise StageFailed(Status.COMPILE_ERROR, "the candidate must define `class ModelNew(nn.Module)`")
+        if rejects:
+            raise StageFailed(Status.REJECTED, "; ".join(f"[{f.check}] {f.message}" for f in rejects))
+
+    def build(self) -> tuple[Any, Any]:
+        try:
+            reference = load_module(self.task.source, TASK_FILE, "kernelrl_reference")
+        except Exception as exc:  # the task itself is broken: not the candidate's fault, but no verdict
+            raise StageFailed(Status.RUNTIME_ERROR, "the reference task failed to load: " + describe_exception(exc, (TASK_FILE,))) from None
+        try:
+            module = load_module(self.candidate.source, CANDIDATE_FILE, "kernelrl_candidate")
+        except CompileError as exc:
+            raise StageFailed(Status.COMPILE_ERROR, compile_error_text(exc, self.candidate.source)) from None
+        except Exception as exc:
+            raise StageFailed(Status.COMPILE_ERROR, describe_exception(exc)) from None
+        model_new = getattr(module, "ModelNew", None)
+        if not (isinstance(model_new, type) and issubclass(model_new, torch.nn.Module)):
+            raise StageFailed(Status.COMPILE_ERROR, "ModelNew must be a class deriving from torch.nn.Module")
+        return reference, model_new
+
+    def init(self, reference: Any, model_new: type) -> tuple[torch.nn.Module, torch.nn.Module]:
+        seed = self.task.seed + self.config.seed
+        torch.manual_seed(seed)
+        try:
+            init_inputs = reference.get_init_inputs()
+            torch.manual_seed(seed)
+            ref_model = reference.Model(*init_inputs).to(self.device)
+        except Exception as exc:
+            raise StageFailed(Status.RUNTIME_ERROR, "the reference model failed to build: " + describe_exception(exc, (TASK_FILE,))) from None
+        try:
+            torch.manual_seed(seed)
+            new_model = model_new(*init_inputs).to(self.device)
+        except Exception as exc:
+            raise StageFailed(
+                Status.RUNTIME_ERROR,
+                "ModelNew(*get_init_inputs()) failed; it must take the same constructor arguments as Model. "
+                + describe_exception(exc),
+            ) from None
+        ref_state, new_state = ref_model.state_dict(), new_model.state_dict()
+        if ref_state.keys() == new_state.keys() and all(ref_state[k].shape == new_state[k].shape for k in ref_state):
+            new_model.load_state_dict(ref_state)
+        elif ref_state:
+            self.result.notes.append("state dicts differ: reference weights were not copied into ModelNew")
+        return ref_model, new_model
+
+    def inputs(self, trial: int) -> list[Any]:
+        torch.manual_seed(self.task.seed + self.config.seed + 1000 + trial)
+        inputs = self.reference.get_inputs()
+        return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+    def correctness(self, ref_model: torch.nn.Module, new_model: torch.nn.Module) -> None:
+        rtol, atol = self.task.tolerance
+        rtol = self.config.rtol if self.config.rtol is not None else rtol
+        atol = self.config.atol if self.config.atol is not None else atol
+        trials = self.config.correctness_trials
+        detail = Correctness(trials=trials, passed=0, rtol=rtol, atol=atol)
+        self.result.correctness = detail
+        reset_call_counts()
+        for trial in range(trials):
+            inputs = self.inputs(trial)
+            expected = ref_model(*_clone(inputs))
+            try:
+                actual = new_model(*_clone(inputs))
+                self._synchronize()
+            except Exception as exc:
+                detail.failing_trial = trial
+                message = describe_exception(exc)
+                hints = getattr(self.backend, "interpreter_hints", lambda s: [])(self.candidate.source)
+                raise StageFailed(Status.RUNTIME_ERROR, "\n".join([message, *hints])) from None
+            outcome = compare_outputs(expected, actual, rtol, atol)
+            detail.max_abs_error = max(detail.max_abs_error, outcome.max_abs_error)
+            detail.max_rel_error = max(detail.max_rel_error, outcome.max_rel_error)
+            if not outcome.ok:
+                detail.failing_trial, detail.message = trial, outcome.message
+                raise StageFailed(Status.INCORRECT, f"trial {trial + 1}/{trials}: {outcome.message}")
+            detail.passed += 1
+        self.result.kernel_calls = call_counts()
+
+    def timing(self, ref_model: torch.nn.Module, new_model: torch.nn.Module, cached: dict | None) -> None:
+        cfg = self.config
+        timing = Timing(meaningful=True, method=self.backend.timing_method(cfg.num_threads))
+        self.result.timing = timing
+        inputs = self.inputs(cfg.correctness_trials)
+
+        def measure(model: torch.nn.Module) -> Any:
+            if self.device.type == "cuda":
+                return time_cuda(lambda: model(*inputs), cfg.warmup, cfg.timing_trials, cfg.timing_budget_s, self.device)
+            return time_cpu(lambda: model(*inputs), cfg.warmup, cfg.timing_trials, cfg.timing_budget_s)
+
+        try:
+            candidate = measure(new_model)
+        except Exception as exc:
+            raise StageFailed(Status.RUNTIME_ERROR, "while timing: " + describe_exception(exc)) from None
+        timing.candidate_ms, timing.candidate_spread_ms, timing.trials = (
+            candidate.median_ms, candidate.spread_ms, candidate.trials
+        )
+        if cached:
+            timing.reference_ms, timing.reference_spread_ms = cached["reference_ms"], cached["reference_spread_ms"]
+            timing.compiled_reference_ms = cached.get("compiled_reference_ms")
+            timing.reference_cached = True
+        else:
+            reference = measure(ref_model)
+            timing.reference_ms, timing.reference_spread_ms = reference.median_ms, reference.spread_ms
+            if cfg.compile_baseline:
+                timing.compiled_reference_ms = measure(torch.compile(copy.deepcopy(ref_model))).median_ms
+        timing.speedup = timing.reference_ms / max(timing.candidate_ms, 1e-9)
+        if timing.compiled_reference_ms:
+            timing.speedup_vs_compiled = timing.compiled_reference_ms / max(timing.candidate_ms, 1e-9)
+
+    def _synchronize(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    # -- driver ---------------------------------------------------------------------------------
+
+    def run(self, cached_reference: dict | None = None) -> EvalResult:
+        t = self.config.timeouts
+        result = self.result
+        start = time.perf_counter()
+        try:
+            with torch.no_grad():
+                with self.stage("static", t.build):
+                    self.static()
+                with self.stage("build", t.build):
+                    self.reference, model_new = self.build()
+                if not self.backend.has_device() and self.candidate.backend == "cuda":
+                    result.status = Status.COMPILED
+                else:
+                    with self.stage("init", t.init):
+                        ref_model, new_model = self.init(self.reference, model_new)
+                    with self.stage("correctness", t.correctness):
+                        self.correctness(ref_model, new_model)
+                    if self.config.measure_timing and self.backend.timing_meaningful():
+                        with self.stage("timing", t.timing):
+                            self.timing(ref_model, new_model, cached_reference)
+                    elif not self.backend.timing_meaningful():
+                        result.notes.append("timing skipped: not meaningful on this device")
+        except StageFailed as failure:
+            result.status, result.error = failure.status, failure.message
+        result.environment = environment(self.backend, self.device, self.config)
+        result.total_s = time.perf_counter() - start
+        result.feedback = build_feedback(result)
+        return result
+
+
+def _clone(inputs: list[Any]) -> list[Any]:
+    return [x.clone() if isinstance(x, torch.Tensor) else copy.deepcopy(x) for x in inputs]
+
+
+def environment(backend: Backend, device: torch.device, config: EvalConfig) -> dict[str, Any]:
+    env: dict[str, Any] = {
+        "backend": backend.name,
+        "device": str(device),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "threads": config.num_threads,
+        "machine": platform.machine(),
+    }
+    if device.type == "cuda":
+        env["device_name"] = torch.cuda.get_device_name(device)
+    if "triton" in sys.modules:
+        env["triton"] = getattr(sys.modules["triton"], "__version__", "?")
+    return env
+
+
+def run_pipeline(
+    task: Task, candidate: Candidate, config: EvalConfig, announce: Announce, cached_reference: dict | None = None
+) -> EvalResult:
+    return Pipeline(task, candidate, config, announce).run(cached_reference)

@@ -1,0 +1,232 @@
+"""A pool of warm evaluation workers: `evaluate` and `evaluate_many` from a training loop or the CLI.
+
+Each worker is a supervisor process (torch imported once) that forks a disposable child per
+evaluation. A worker that dies is replaced and its job run once more; no job is dropped.
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures as cf
+import itertools
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from kernelrl.evaluate.candidate import Candidate
+from kernelrl.evaluate.config import EvalConfig, default_workers
+from kernelrl.evaluate.protocol import MessageReader, ProtocolError, write_message
+from kernelrl.evaluate.result import EvalResult, StageReport, Status
+from kernelrl.tasks.task import Task
+
+STARTUP_TIMEOUT_S = 120.0
+SUPERVISOR_MARGIN_S = 30.0  # beyond the sum of stage limits before a worker itself is presumed hung
+
+
+class WorkerDied(RuntimeError):
+    pass
+
+
+class Worker:
+    """One supervisor process and its JSON-lines channel."""
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        self.env = env or {}
+        self.process: subprocess.Popen[bytes] | None = None
+        self.reader: MessageReader | None = None
+        self.start()
+
+    def start(self) -> None:
+        env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "kernelrl.evaluate.supervisor"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+        assert self.process.stdout is not None
+        self.reader = MessageReader(self.process.stdout.fileno())
+        try:
+            ready = self.reader.read(time.monotonic() + STARTUP_TIMEOUT_S)
+        except (TimeoutError, ProtocolError) as exc:
+            self.stop()
+            raise WorkerDied(f"evaluation worker did not start: {exc!r}") from None
+        if not ready or ready.get("event") != "ready":
+            self.stop()
+            raise WorkerDied("evaluation worker exited during start-up")
+
+    def run(self, job: dict[str, Any], deadline: float) -> dict[str, Any]:
+        assert self.process is not None and self.process.stdin is not None and self.reader is not None
+        try:
+            write_message(self.process.stdin.fileno(), job)
+            reply = self.reader.read(deadline)
+        except (BrokenPipeError, OSError, TimeoutError, ProtocolError) as exc:
+            raise WorkerDied(f"worker failed: {exc!r}") from None
+        if reply is None:
+            raise WorkerDied(f"worker exited (code {self.process.poll()})")
+        if reply.get("event") != "result":
+            raise WorkerDied("worker error:\n" + str(reply.get("traceback", reply)))
+        return reply["result"]
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream:
+                stream.close()
+        self.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+def _job_deadline(config: EvalConfig) -> float:
+    t = config.timeouts
+    return time.monotonic() + 2 * t.build + t.init + t.correctness + t.timing + SUPERVISOR_MARGIN_S
+
+
+class EvalPool:
+    """Warm workers that evaluate (task, candidate) pairs concurrently; safe to share across threads.
+
+    >>> with EvalPool(workers=2) as pool:
+    ...     result = pool.evaluate(task, candidate)
+    """
+
+    def __init__(self, workers: int | None = None, config: EvalConfig | None = None, env: dict[str, str] | None = None) -> None:
+        self.config = config or EvalConfig()
+        self.size = workers or default_workers()
+        self._env = env or {}
+        self._jobs: queue.Queue[tuple[dict[str, Any], cf.Future[EvalResult]] | None] = queue.Queue()
+        self._ids = itertools.count()
+        self._closed = False
+        self.restarts = 0
+        self._threads = [threading.Thread(target=self._serve, daemon=True, name=f"eval-worker-{i}") for i in range(self.size)]
+        self._started = threading.Barrier(self.size + 1)
+        self._start_errors: list[BaseException] = []
+        for thread in self._threads:
+            thread.start()
+        self._started.wait()
+        if self._start_errors:
+            self.close()
+            raise self._start_errors[0]
+
+    def _serve(self) -> None:
+        try:
+            worker = Worker(self._env)
+        except BaseException as exc:
+            self._start_errors.append(exc)
+            self._started.wait()
+            return
+        self._started.wait()
+        try:
+            while True:
+                item = self._jobs.get()
+                if item is None:
+                    return
+                job, future = item
+                if future.set_running_or_notify_cancel():
+                    future.set_result(self._run_with_retry(worker, job))
+        finally:
+            worker.stop()
+
+    def _run_with_retry(self, worker: Worker, job: dict[str, Any]) -> EvalResult:
+        config = EvalConfig.from_dict(job["config"])
+        reason = ""
+        for _attempt in range(2):
+            try:
+                return EvalResult.from_dict(worker.run(job, _job_deadline(config)))
+            except WorkerDied as exc:
+                reason = str(exc)
+                self.restarts += 1
+                try:
+                    worker.restart()
+                except WorkerDied as start_error:
+                    reason += f"; restart failed: {start_error}"
+                    break
+        return EvalResult(
+            status=Status.CRASHED,
+            task_id=job["task"]["id"],
+            backend=job["candidate"]["backend"],
+            stages=[StageReport(name="worker", status="crashed", duration_s=0.0, message=reason)],
+            error=f"the evaluation worker died twice on this job: {reason}",
+            feedback=f"status: crashed\nthe evaluation worker died twice on this job: {reason}",
+        )
+
+    def submit(self, task: Task, candidate: Candidate, config: EvalConfig | None = None) -> cf.Future[EvalResult]:
+        if self._closed:
+            raise RuntimeError("the pool is closed")
+        job = {
+            "id": next(self._ids),
+            "task": task.to_dict(),
+            "candidate": candidate.to_dict(),
+            "config": (config or self.config).to_dict(),
+        }
+        future: cf.Future[EvalResult] = cf.Future()
+        self._jobs.put((job, future))
+        return future
+
+    def evaluate(self, task: Task, candidate: Candidate, config: EvalConfig | None = None) -> EvalResult:
+        return self.submit(task, candidate, config).result()
+
+    def evaluate_many(
+        self, pairs: Iterable[tuple[Task, Candidate]], config: EvalConfig | None = None
+    ) -> Iterator[tuple[int, EvalResult]]:
+        """Yields `(index, result)` in completion order, so a caller can act on each as it lands."""
+        futures = {self.submit(task, candidate, config): index for index, (task, candidate) in enumerate(pairs)}
+        for future in cf.as_completed(futures):
+            yield futures[future], future.result()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for _ in self._threads:
+            self._jobs.put(None)
+        for thread in self._threads:
+            thread.join(timeout=30)
+
+    def __enter__(self) -> EvalPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_DEFAULT_POOL: EvalPool | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_pool() -> EvalPool:
+    """A process-wide pool, created on first use and closed at exit."""
+    global _DEFAULT_POOL
+    with _DEFAULT_LOCK:
+        if _DEFAULT_POOL is None:
+            _DEFAULT_POOL = EvalPool()
+            atexit.register(_DEFAULT_POOL.close)
+        return _DEFAULT_POOL
+
+
+def evaluate(task: Task, candidate: Candidate, config: EvalConfig | None = None) -> EvalResult:
+    """Evaluate one candidate in the default pool (candidate code never runs in this process)."""
+    return default_pool().evaluate(task, candidate, config)
+
+
+def evaluate_many(
+    pairs: Iterable[tuple[Task, Candidate]], config: EvalConfig | None = None
+) -> Iterator[tuple[int, EvalResult]]:
+    """Evaluate many pairs in the default pool, yielding `(index, result)` as each completes."""
+    return default_pool().evaluate_many(pairs, config)

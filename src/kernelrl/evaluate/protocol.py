@@ -1,0 +1,60 @@
+"""Newline-delimited JSON messages over pipes (never pickle: the other side may be hostile)."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import time
+from typing import Any
+
+MAX_MESSAGE_BYTES = 64 * 2**20
+
+
+class ProtocolError(RuntimeError):
+    pass
+
+
+def write_message(fd: int, message: dict[str, Any]) -> None:
+    data = (json.dumps(message) + "\n").encode()
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+class MessageReader:
+    """Reads JSON lines from a file descriptor with deadlines; `None` means end of stream."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = bytearray()
+        self.closed = False
+
+    def read(self, deadline: float | None) -> dict[str, Any] | None:
+        """The next message; raises TimeoutError past `deadline` (a time.monotonic() value)."""
+        while True:
+            newline = self.buffer.find(b"\n")
+            if newline >= 0:
+                line = bytes(self.buffer[:newline])
+                del self.buffer[: newline + 1]
+                try:
+                    message = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ProtocolError(f"malformed message: {exc}") from None
+                if not isinstance(message, dict):
+                    raise ProtocolError("malformed message: not an object")
+                return message
+            if self.closed:
+                return None
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self.fd], [], [], timeout)
+            if not ready:
+                raise TimeoutError
+            chunk = os.read(self.fd, 1 << 16)
+            if not chunk:
+                self.closed = True
+                continue
+            self.buffer.extend(chunk)
+            if len(self.buffer) > MAX_MESSAGE_BYTES:
+                raise ProtocolError(f"message larger than {MAX_MESSAGE_BYTES} bytes")

@@ -1,0 +1,315 @@
+"""A warm worker: torch imported once; every evaluation runs in a forked, disposable child.
+
+The supervisor never runs candidate code itself. For each job it forks a child that sets resource
+limits, redirects its output to a private file and runs the pipeline; the supervisor applies each
+stage's wall-clock limit, kills the child's whole process group on timeout, turns a dead child into a
+`crashed` result, and answers the pool with exactly one result per job.
+
+Run as `python -m kernelrl.evaluate.supervisor` (jobs on stdin, results on stdout, JSON lines), or
+with `--oneshot JOB.json` to evaluate a single job in a fresh process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import resource
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from typing import Any
+
+from kernelrl.evaluate.candidate import Candidate
+from kernelrl.evaluate.config import EvalConfig
+from kernelrl.evaluate.feedback import build_feedback
+from kernelrl.evaluate.pipeline import run_pipeline
+from kernelrl.evaluate.protocol import MessageReader, ProtocolError, write_message
+from kernelrl.evaluate.result import EvalResult, StageReport, Status
+from kernelrl.tasks.task import Task
+
+OUTPUT_HEAD_BYTES = 2048
+OUTPUT_TAIL_BYTES = 2048
+EXIT_GRACE_S = 5.0
+
+
+def _limit(kind: int, value: int) -> None:
+    try:
+        resource.setrlimit(kind, (value, value))
+    except (ValueError, OSError):
+        pass
+
+
+PROTOCOL_FDS: list[int] = []  # the supervisor's channel to the pool, closed in every child
+
+
+def _child_main(job: dict[str, Any], write_fd: int, workdir: str, output_path: str) -> None:
+    """Runs in the forked child; never returns."""
+    status = 0
+    try:
+        os.setpgid(0, 0)
+        for fd in PROTOCOL_FDS:
+            os.close(fd)
+        config = EvalConfig.from_dict(job["config"])
+        out = os.open(output_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.close(out)
+        os.close(devnull)
+        _limit(resource.RLIMIT_AS, config.memory_limit_mb * 2**20)
+        _limit(resource.RLIMIT_FSIZE, config.output_limit_mb * 2**20)
+        _limit(resource.RLIMIT_CORE, 0)
+        os.chdir(workdir)
+        os.environ["OMP_NUM_THREADS"] = str(config.num_threads)
+        import torch
+
+        torch.set_num_threads(config.num_threads)
+
+        def announce(stage: str, timeout: float) -> None:
+            write_message(write_fd, {"event": "stage", "stage": stage, "timeout": timeout})
+
+        result = run_pipeline(
+            Task.from_dict(job["task"]),
+            Candidate(**job["candidate"]),
+            config,
+            announce,
+            job.get("cached_reference"),
+        )
+        write_message(write_fd, {"event": "result", "result": result.to_dict()})
+    except BaseException:
+        status = 70
+        try:
+            write_message(write_fd, {"event": "error", "traceback": traceback.format_exc()[-4000:]})
+        except Exception:
+            pass
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(status)
+
+
+def _read_output(path: str) -> tuple[str, int]:
+    """Head and tail of what the child printed (decoded leniently), and the total size in bytes."""
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as handle:
+            head = handle.read(OUTPUT_HEAD_BYTES)
+            if size > OUTPUT_HEAD_BYTES + OUTPUT_TAIL_BYTES:
+                handle.seek(size - OUTPUT_TAIL_BYTES)
+                head += f"\n... [{size - OUTPUT_HEAD_BYTES - OUTPUT_TAIL_BYTES} bytes cut] ...\n".encode()
+            head += handle.read()
+    except OSError:
+        return "", 0
+    return head.decode("utf-8", errors="replace"), size
+
+
+def _describe_exit(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        name = signal.Signals(sig).name if sig in signal.Signals.__members__.values() else str(sig)
+        reason = {
+            "SIGSEGV": "segmentation fault",
+            "SIGBUS": "bus error",
+            "SIGABRT": "aborted",
+            "SIGKILL": "killed (out of memory or external kill)",
+            "SIGXFSZ": "output file size limit exceeded",
+            "SIGXCPU": "CPU time limit exceeded",
+            "SIGFPE": "arithmetic exception",
+        }.get(name, "killed by a signal")
+        return f"the evaluated process died: {reason} ({name})"
+    return f"the evaluated process exited with status {os.WEXITSTATUS(status)} before reporting a result"
+
+
+class Supervisor:
+    def __init__(self) -> None:
+        self.reference_cache: dict[str, dict[str, Any]] = {}
+        self.jobs_run = 0
+
+    def _cache_key(self, job: dict[str, Any]) -> str | None:
+        cfg = job["config"]
+        if not cfg.get("cache_reference_timing", True):
+            return None
+        keep = ("warmup", "timing_trials", "timing_budget_s", "compile_baseline", "seed", "num_threads", "device_index")
+        task = job["task"]
+        return json.dumps([task["source"], task["seed"], job["candidate"]["backend"], {k: cfg.get(k) for k in keep}])
+
+    def run_job(self, job: dict[str, Any]) -> dict[str, Any]:
+        started = time.perf_counter()
+        config = EvalConfig.from_dict(job["config"])
+        key = self._cache_key(job)
+        if key and key in self.reference_cache:
+            job = {**job, "cached_reference": self.reference_cache[key]}
+        _preload_for(job["candidate"]["backend"])
+        workdir = tempfile.mkdtemp(prefix="kernelrl-eval-")
+        output_path = os.path.join(workdir, ".output")
+        read_fd, write_fd = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read_fd)
+            _child_main(job, write_fd, workdir, output_path)
+        os.close(write_fd)
+        try:
+            result = self._watch(pid, MessageReader(read_fd), job, config)
+        finally:
+            os.close(read_fd)
+            _kill_group(pid)
+            output, size = _read_output(output_path)
+            shutil.rmtree(workdir, ignore_errors=True)
+        result.output_tail = output
+        if size > config.output_limit_mb * 2**20 * 0.99:
+            result.notes.append(f"the candidate printed {size / 2**20:.1f} MiB, at the output limit")
+        result.total_s = time.perf_counter() - started
+        result.feedback = build_feedback(result)
+        timing = result.timing
+        if key and timing and not timing.reference_cached and timing.reference_ms is not None:
+            self.reference_cache[key] = {
+                "reference_ms": timing.reference_ms,
+                "reference_spread_ms": timing.reference_spread_ms,
+                "compiled_reference_ms": timing.compiled_reference_ms,
+            }
+        self.jobs_run += 1
+        return result.to_dict()
+
+    def _watch(self, pid: int, reader: MessageReader, job: dict[str, Any], config: EvalConfig) -> EvalResult:
+        stage, deadline = "static", time.monotonic() + config.timeouts.build
+        stage_started = time.monotonic()
+        result: EvalResult | None = None
+        failure: tuple[Status, str] | None = None
+        while True:
+            try:
+                message = reader.read(deadline)
+            except TimeoutError:
+                if result is not None:  # verdict in, but the process lingers: stop waiting for it
+                    break
+                failure = (Status.TIMEOUT, f"stage '{stage}' exceeded its {deadline - stage_started:.0f} s limit")
+                break
+            except ProtocolError as exc:
+                failure = (Status.CRASHED, f"the evaluated process sent a malformed message: {exc}")
+                break
+            if message is None:
+                break
+            event = message.get("event")
+            if event == "stage" and result is None:
+                stage = str(message.get("stage"))
+                stage_started = time.monotonic()
+                deadline = stage_started + float(message.get("timeout", config.timeouts.build))
+            elif event == "result" and result is None:
+                try:
+                    result = EvalResult.from_dict(message["result"])
+                except (KeyError, TypeError, ValueError) as exc:
+                    failure = (Status.CRASHED, f"the evaluated process sent an unreadable result: {exc}")
+                    break
+                deadline = time.monotonic() + EXIT_GRACE_S
+            elif event == "result":
+                failure = (Status.REJECTED, "more than one verdict was written for one evaluation")
+                break
+            elif event == "error":
+                failure = (Status.CRASHED, "internal error in the evaluator:\n" + str(message.get("traceback", "")))
+                break
+        _kill_group(pid)
+        _, status = os.waitpid(pid, 0)
+        if failure is None and result is None:
+            failure = (Status.CRASHED, _describe_exit(status) + f" (during stage '{stage}')")
+        if failure is not None:
+            return _failed_result(job, stage, time.monotonic() - stage_started, *failure)
+        assert result is not None
+        return result
+
+
+def _failed_result(job: dict[str, Any], stage: str, duration: float, status: Status, message: str) -> EvalResult:
+    task = job["task"]
+    return EvalResult(
+        status=status,
+        task_id=task["id"],
+        backend=job["candidate"]["backend"],
+        stages=[StageReport(name=stage, status=str(status), duration_s=duration, message=message)],
+        error=message,
+        size_overrides={k: list(v) for k, v in (task.get("size_overrides") or {}).items()},
+    )
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+_PRELOADED: set[str] = set()
+
+
+def _preload_for(backend: str) -> None:
+    """Import a backend's heavy modules once here, so forked children start warm."""
+    if backend in _PRELOADED:
+        return
+    from kernelrl.evaluate.backends import get_backend
+
+    spec = get_backend(backend)
+    os.environ.update(spec.env)
+    for module in spec.preload:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            pass
+    _PRELOADED.add(backend)
+
+
+def _warm() -> None:
+    import torch  # noqa: F401
+
+    from kernelrl.native.build import compiler_for, compiler_identity
+
+    try:
+        compiler_identity(compiler_for("c++"))
+    except Exception:
+        pass
+    _preload_for("cpu")
+
+
+def serve(in_fd: int, out_fd: int) -> None:
+    """Answer jobs from `in_fd` with results on `out_fd`, one JSON line each, until end of input."""
+    _warm()
+    supervisor = Supervisor()
+    write_message(out_fd, {"event": "ready", "pid": os.getpid()})
+    reader = MessageReader(in_fd)
+    while True:
+        job = reader.read(None)
+        if job is None:
+            return
+        try:
+            reply = {"event": "result", "id": job.get("id"), "result": supervisor.run_job(job)}
+        except Exception:
+            reply = {"event": "error", "id": job.get("id"), "traceback": traceback.format_exc()[-4000:]}
+        write_message(out_fd, reply)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="kernelrl evaluation worker")
+    parser.add_argument("--oneshot", help="evaluate one job (JSON file) and print the result")
+    args = parser.parse_args()
+    # Keep the protocol channel away from fds 0-2, which the children take over.
+    in_fd, out_fd = os.dup(0), os.dup(1)
+    PROTOCOL_FDS.extend([in_fd, out_fd])
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    if args.oneshot:
+        _warm()
+        with open(args.oneshot) as handle:
+            job = json.load(handle)
+        write_message(out_fd, {"event": "result", "result": Supervisor().run_job(job)})
+        return
+    serve(in_fd, out_fd)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,21 @@
+"""Tasks: the `Task` record, KernelBench-compatible loaders, size fitting, shipped suites."""
+
+from kernelrl.tasks.examples import example_path
+from kernelrl.tasks.loaders import load_dataset, load_directory, load_task, load_tasks, resize
+from kernelrl.tasks.sizing import apply_overrides, estimate_bytes, fit_to_budget, size_constants
+from kernelrl.tasks.task import Task, TaskError
+
+__all__ = [
+    "Task",
+    "TaskError",
+    "apply_overrides",
+    "estimate_bytes",
+    "example_path",
+    "fit_to_budget",
+    "load_dataset",
+    "load_directory",
+    "load_task",
+    "load_tasks",
+    "resize",
+    "size_constants",
+]

@@ -1,0 +1,149 @@
+"""Load tasks: one file, a directory (KernelBench layout `levelN/NN_Name.py`), or a JSONL/Parquet dataset."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from kernelrl.tasks.metadata import (
+    check_contract,
+    metadata_from_sidecar,
+    metadata_from_source,
+    parse_module,
+    validate_metadata,
+)
+from kernelrl.tasks.sizing import fit_to_budget, scale_sizes, with_overrides
+from kernelrl.tasks.task import Task, TaskError
+
+SOURCE_FIELDS = ("code", "source", "reference", "ref_code", "reference_code", "pytorch_code", "module")
+ID_FIELDS = ("id", "task_id", "problem_id", "name")
+LEVEL_DIR = re.compile(r"^level[_-]?(\d+)$", re.I)
+
+
+def task_from_source(
+    source: str, task_id: str, where: str, level: int | None = None, extra: dict[str, Any] | None = None
+) -> Task:
+    """Validate KernelBench-format `source` and build a Task; metadata in the source wins over `extra`."""
+    tree = parse_module(source, where)
+    check_contract(tree, where)
+    meta = validate_metadata({**(extra or {}), **metadata_from_source(tree, where)}, where)
+    meta.setdefault("id", task_id)
+    if level is not None:
+        meta.setdefault("level", level)
+    return Task(source=source, path=where if Path(where).exists() else None, **meta)
+
+
+def load_task(path: str | Path) -> Task:
+    """One task file; metadata from `TASK_META` in the source or a sidecar `<name>.json|yaml`."""
+    path = Path(path)
+    if not path.is_file():
+        raise TaskError(f"{path}: no such task file")
+    try:
+        source = path.read_text()
+    except UnicodeDecodeError:
+        raise TaskError(f"{path}: not UTF-8 text") from None
+    level_match = LEVEL_DIR.match(path.parent.name)
+    level = int(level_match.group(1)) if level_match else None
+    task_id = f"{path.parent.name}/{path.stem}" if level_match else path.stem
+    return task_from_source(source, task_id, str(path), level, metadata_from_sidecar(path))
+
+
+def _numeric_prefix(path: Path) -> tuple[int, str]:
+    match = re.match(r"^(\d+)", path.name)
+    return (int(match.group(1)) if match else 10**9, path.name)
+
+
+def _task_files(directory: Path) -> list[Path]:
+    return sorted(
+        (p for p in directory.glob("*.py") if not p.name.startswith(("_", "."))), key=_numeric_prefix
+    )
+
+
+def load_directory(directory: str | Path) -> list[Task]:
+    """A suite directory: `levelN/` subdirectories (KernelBench layout, loaded unmodified) or flat files."""
+    directory = Path(directory)
+    level_dirs = sorted(
+        (d for d in directory.iterdir() if d.is_dir() and LEVEL_DIR.match(d.name)),
+        key=lambda d: int(LEVEL_DIR.match(d.name).group(1)),  # type: ignore[union-attr]
+    )
+    files = [f for d in level_dirs for f in _task_files(d)] if level_dirs else _task_files(directory)
+    if not files:
+        raise TaskError(f"{directory}: no task files (*.py) found, nor levelN/ subdirectories")
+    return [load_task(f) for f in files]
+
+
+def _records(path: Path) -> Iterable[dict[str, Any]]:
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        yield from pq.read_table(path).to_pylist()
+        return
+    with path.open() as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise TaskError(f"{path}:{number}: invalid JSON: {exc.msg}") from None
+            if not isinstance(record, dict):
+                raise TaskError(f"{path}:{number}: each line must be a JSON object")
+            yield record
+
+
+def load_dataset(path: str | Path, source_field: str | None = None) -> list[Task]:
+    """A JSONL or Parquet dataset with the task source in a field (auto-detected unless named)."""
+    path = Path(path)
+    tasks = []
+    for index, record in enumerate(_records(path)):
+        where = f"{path}[{index}]"
+        field_name = source_field or next((f for f in SOURCE_FIELDS if f in record), None)
+        if field_name is None or not isinstance(record.get(field_name), str):
+            raise TaskError(f"{where}: no source field; looked for {source_field or ', '.join(SOURCE_FIELDS)}")
+        task_id = next((str(record[f]) for f in ID_FIELDS if f in record), f"{path.stem}/{index}")
+        level = record.get("level")
+        extra = {k: record[k] for k in ("dtype", "rtol", "atol", "seed", "tags", "notes") if k in record}
+        tasks.append(task_from_source(record[field_name], task_id, where, int(level) if level else None, extra))
+    if not tasks:
+        raise TaskError(f"{path}: dataset is empty")
+    return tasks
+
+
+def load_tasks(
+    path: str | Path,
+    overrides: dict[str, int] | None = None,
+    scale: float | None = None,
+    max_bytes: int | None = None,
+) -> list[Task]:
+    """Load a file, directory or dataset, then apply size overrides, a scale factor, or a memory budget."""
+    path = Path(path)
+    if path.is_dir():
+        tasks = load_directory(path)
+    elif path.suffix in (".jsonl", ".parquet"):
+        tasks = load_dataset(path)
+    elif path.suffix == ".py":
+        tasks = [load_task(path)]
+    elif not path.exists():
+        raise TaskError(f"{path}: no such file or directory")
+    else:
+        raise TaskError(f"{path}: unknown task format (expected .py, .jsonl, .parquet or a directory)")
+    return [resize(t, overrides, scale, max_bytes) for t in tasks]
+
+
+def resize(
+    task: Task, overrides: dict[str, int] | None = None, scale: float | None = None, max_bytes: int | None = None
+) -> Task:
+    """Apply explicit overrides (only those the task has), then a scale factor, then a memory budget."""
+    if overrides:
+        from kernelrl.tasks.sizing import size_constants
+
+        present = {k: v for k, v in overrides.items() if k in size_constants(task.source)}
+        task = with_overrides(task, present)
+    if scale is not None and scale != 1.0:
+        task = with_overrides(task, scale_sizes(task.source, scale))
+    if max_bytes is not None:
+        task = fit_to_budget(task, max_bytes)
+    return task
