@@ -24,11 +24,14 @@ def compile_error_text(error: CompileError, candidate_source: str) -> str:
     offset = source_line_offset(candidate_source, error.source)
     lines = [ln for ln in error.log.splitlines() if "error" in ln or "note:" not in ln]
     if offset is not None and error.file_name:
-        pattern = re.compile(re.escape(error.file_name) + r":(\d+)(?::(\d+))?")
-        lines = [
-            pattern.sub(lambda m: f"{CANDIDATE_FILE}:{int(m.group(1)) + offset}" + (f":{m.group(2)}" if m.group(2) else ""), ln)
-            for ln in lines
-        ]
+        # gcc writes `kernel.cpp:LINE:COL`, nvcc writes `kernel.cu(LINE)`.
+        pattern = re.compile(re.escape(error.file_name) + r"(?::(\d+)(:\d+)?|\((\d+)\))")
+
+        def relocate(match: re.Match[str]) -> str:
+            line = int(match.group(1) or match.group(3)) + offset
+            return f"{CANDIDATE_FILE}:{line}{match.group(2) or ''}"
+
+        lines = [pattern.sub(relocate, ln) for ln in lines]
     errors = [ln for ln in lines if "error" in ln.lower()]
     shown = (errors or lines)[:MAX_LOG_LINES]
     more = len(errors or lines) - len(shown)

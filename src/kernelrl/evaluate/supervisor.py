@@ -65,6 +65,7 @@ def _child_main(job: dict[str, Any], write_fd: int, workdir: str, output_path: s
         _limit(resource.RLIMIT_AS, config.memory_limit_mb * 2**20)
         _limit(resource.RLIMIT_FSIZE, config.output_limit_mb * 2**20)
         _limit(resource.RLIMIT_CORE, 0)
+        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it; writing past the limit must kill
         os.chdir(workdir)
         os.environ["OMP_NUM_THREADS"] = str(config.num_threads)
         import torch

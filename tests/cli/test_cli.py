@@ -1,0 +1,44 @@
+"""The `kernelrl` command line, run as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.evaluate.candidates import RELU_TASK, WRONG_VALUES
+
+
+def kernelrl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kernelrl.cli", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_eval_default_runs_the_shipped_example() -> None:
+    proc = kernelrl("eval", "--json", "--timing-trials", "5")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["status"] == "ok" and result["timing"]["speedup"] > 0
+
+
+def test_eval_exit_code_reflects_the_verdict(tmp_path: Path) -> None:
+    (tmp_path / "task.py").write_text(RELU_TASK)
+    (tmp_path / "cand.py").write_text(WRONG_VALUES)
+    proc = kernelrl("eval", "--task", str(tmp_path / "task.py"), "--candidate", str(tmp_path / "cand.py"))
+    assert proc.returncode == 1
+    assert "incorrect" in proc.stdout and "elements differ" in proc.stdout
+
+
+def test_eval_bad_task_file_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "task.py").write_text("def get_inputs(:\n")
+    (tmp_path / "cand.py").write_text(WRONG_VALUES)
+    proc = kernelrl("eval", "--task", str(tmp_path / "task.py"), "--candidate", str(tmp_path / "cand.py"))
+    assert proc.returncode == 2 and "task.py: syntax error at line 1" in proc.stderr
+
+
+def test_tasks_list(tmp_path: Path) -> None:
+    (tmp_path / "level1").mkdir()
+    (tmp_path / "level1" / "1_Relu.py").write_text(RELU_TASK)
+    proc = kernelrl("tasks", "list", str(tmp_path), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.splitlines()[0])["id"] == "level1/1_Relu"

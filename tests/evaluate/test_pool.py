@@ -1,0 +1,162 @@
+"""The pool end to end: real compiles, real forked processes, every kind of bad candidate.
+
+After each bad candidate the same pool must still evaluate a good one correctly.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from kernelrl.evaluate import Candidate, EvalConfig, EvalPool, StageTimeouts, Status
+from kernelrl.tasks import Task, example_path, load_task
+from tests.evaluate import candidates as C
+
+CONFIG = EvalConfig(
+    correctness_trials=5,
+    timing_trials=5,
+    timing_budget_s=0.2,
+    memory_limit_mb=4096,
+    output_limit_mb=16,
+    timeouts=StageTimeouts(build=60, init=10, correctness=4, timing=20),
+)
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with EvalPool(workers=2, config=CONFIG) as pool:
+        yield pool
+
+
+@pytest.fixture(scope="module")
+def task() -> Task:
+    return Task(id="test/scaled_relu", source=C.RELU_TASK)
+
+
+def check_pool_still_works(pool: EvalPool, task: Task) -> None:
+    result = pool.evaluate(task, Candidate(C.GOOD))
+    assert result.status == Status.OK, result.feedback
+
+
+def test_shipped_example_is_correct_and_faster(pool: EvalPool) -> None:
+    result = pool.evaluate(load_task(example_path("scale_bias_relu.py")), Candidate.from_file(example_path("scale_bias_relu_cpu.py")))
+    assert result.status == Status.OK, result.feedback
+    assert result.correctness.passed == 5
+    assert result.timing.speedup > 1.0
+    assert result.kernel_calls == {"scale_bias_relu": 5}
+    assert [s.name for s in result.stages] == ["static", "build", "init", "correctness", "timing"]
+
+
+def test_result_round_trips_through_json(pool: EvalPool, task: Task) -> None:
+    from kernelrl.evaluate import EvalResult
+
+    result = pool.evaluate(task, Candidate(C.GOOD))
+    again = EvalResult.from_json(result.to_json())
+    assert again == result and again.schema_version == 1
+
+
+@pytest.mark.parametrize(
+    ("source", "status", "needle"),
+    [
+        (C.SYNTAX_ERROR, Status.COMPILE_ERROR, "SyntaxError"),
+        (C.NO_MODEL_NEW, Status.COMPILE_ERROR, "ModelNew"),
+        (C.WRONG_SIGNATURE, Status.RUNTIME_ERROR, "same constructor arguments"),
+        (C.WRONG_SHAPE, Status.INCORRECT, "shape (4095,), expected (4096,)"),
+        (C.WRONG_DTYPE, Status.INCORRECT, "dtype torch.float64, expected torch.float32"),
+        (C.WRONG_TYPE, Status.INCORRECT, "expected a tensor, got str"),
+        (C.WRONG_VALUES, Status.INCORRECT, "elements differ"),
+        (C.RAISES, Status.RUNTIME_ERROR, "ValueError: boom in forward"),
+        (C.INFINITE_LOOP, Status.TIMEOUT, "stage 'correctness' exceeded"),
+        (C.SEGFAULT_KERNEL, Status.CRASHED, "segmentation fault"),
+        (C.HUGE_ALLOCATION, Status.RUNTIME_ERROR, "alloc"),
+        (C.EXIT_EARLY, Status.CRASHED, "exited with status 0 before reporting a result"),
+        (C.C_COMPILE_ERROR, Status.COMPILE_ERROR, "undefined_symbol"),
+    ],
+    ids=lambda v: v if isinstance(v, str) and len(v) < 30 else None,
+)
+def test_bad_candidates_get_a_clear_verdict(pool: EvalPool, task: Task, source: str, status: Status, needle: str) -> None:
+    result = pool.evaluate(task, Candidate(source))
+    assert result.status == status, result.feedback
+    assert needle.lower() in result.error.lower(), result.error
+    assert result.feedback.startswith(f"status: {status}")
+    check_pool_still_works(pool, task)
+
+
+def test_python_errors_point_into_the_candidate(pool: EvalPool, task: Task) -> None:
+    result = pool.evaluate(task, Candidate(C.RAISES))
+    line = C.RAISES.splitlines().index("        raise ValueError('boom in forward')") + 1
+    assert f"candidate.py line {line}" in result.error
+
+
+def test_compiler_errors_map_to_candidate_lines(pool: EvalPool, task: Task) -> None:
+    result = pool.evaluate(task, Candidate(C.C_COMPILE_ERROR))
+    line = next(i for i, text in enumerate(C.C_COMPILE_ERROR.splitlines(), 1) if "undefined_symbol" in text)
+    assert f"candidate.py:{line}" in result.error, result.error
+
+
+def test_megabytes_of_output_are_truncated(pool: EvalPool, task: Task) -> None:
+    result = pool.evaluate(task, Candidate(C.PRINTS_MEGABYTES))
+    assert result.status == Status.OK
+    assert len(result.output_tail) < 10_000 and "bytes cut" in result.output_tail
+    check_pool_still_works(pool, task)
+
+
+def test_non_utf8_output_is_decoded(pool: EvalPool, task: Task) -> None:
+    result = pool.evaluate(task, Candidate(C.NON_UTF8_OUTPUT))
+    assert result.status == Status.OK
+    assert "\ufffd" in result.output_tail and "not utf-8" in result.output_tail
+
+
+def test_output_flood_past_the_limit_is_a_crash(task: Task) -> None:
+    config = EvalConfig(output_limit_mb=1, measure_timing=False)
+    with EvalPool(workers=1, config=config) as small:
+        result = small.evaluate(task, Candidate(C.PRINTS_MEGABYTES))
+        assert result.status == Status.CRASHED and "output file size limit" in result.error
+        check_pool_still_works(small, task)
+
+
+def test_evaluate_many_returns_every_result(pool: EvalPool, task: Task) -> None:
+    sources = [C.GOOD, C.RAISES, C.WRONG_VALUES, C.GOOD, C.SYNTAX_ERROR, C.GOOD]
+    results = dict(pool.evaluate_many((task, Candidate(s)) for s in sources))
+    assert sorted(results) == list(range(len(sources)))
+    assert [results[i].status for i in range(len(sources))] == [
+        Status.OK, Status.RUNTIME_ERROR, Status.INCORRECT, Status.OK, Status.COMPILE_ERROR, Status.OK
+    ]
+
+
+def test_reference_timing_is_cached_per_worker(task: Task) -> None:
+    with EvalPool(workers=1, config=CONFIG) as single:
+        first = single.evaluate(task, Candidate(C.GOOD))
+        second = single.evaluate(task, Candidate(C.GOOD))
+    assert not first.timing.reference_cached and second.timing.reference_cached
+    assert second.timing.reference_ms == first.timing.reference_ms
+
+
+def test_a_killed_worker_is_replaced_and_the_job_rerun(task: Task) -> None:
+    slow = C.forward_body("        import time\n        time.sleep(1.5)\n        return torch.relu(x) * self.scale")
+    with EvalPool(workers=1, config=EvalConfig(correctness_trials=1, measure_timing=False)) as single:
+        future = single.submit(task, Candidate(slow))
+        time.sleep(0.8)
+        supervisors = [
+            int(pid) for pid in os.listdir("/proc") if pid.isdigit() and _is_supervisor(int(pid))
+        ]
+        assert supervisors
+        for pid in supervisors:
+            os.kill(pid, signal.SIGKILL)
+        result = future.result(timeout=120)
+        assert result.status == Status.OK, result.feedback
+        assert single.restarts >= 1
+
+
+def _is_supervisor(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            cmdline = handle.read().split(b"\0")
+        with open(f"/proc/{pid}/stat") as handle:
+            parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return False
+    return b"kernelrl.evaluate.supervisor" in cmdline and parent == os.getpid()
