@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.evaluate.candidates import RELU_TASK, WRONG_VALUES
+from tests.evaluate.candidates import KERNEL_WRONG_VALUES as WRONG_VALUES
+from tests.evaluate.candidates import RELU_TASK
 
 
 def kernelrl(*args: str) -> subprocess.CompletedProcess[str]:

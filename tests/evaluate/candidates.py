@@ -90,3 +90,4 @@ SEGFAULT_KERNEL = GOOD.replace(
 )
 EXIT_EARLY = forward_body("        import os\n        os._exit(0)")
 C_COMPILE_ERROR = GOOD.replace("y[i] = (x[i] > 0 ? x[i] : 0) * s;", "y[i] = undefined_symbol;")
+KERNEL_WRONG_VALUES = GOOD.replace("(x[i] > 0 ? x[i] : 0) * s;", "(x[i] > 0 ? x[i] : 0) * s + 0.5f;")

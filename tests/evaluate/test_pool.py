@@ -15,7 +15,11 @@ from kernelrl.evaluate import Candidate, EvalConfig, EvalPool, StageTimeouts, St
 from kernelrl.tasks import Task, example_path, load_task
 from tests.evaluate import candidates as C
 
+# These tests prove the pool survives bad candidates, so the anti-hacking policy is relaxed to let the
+# candidates reach the stages under test (tests/redteam covers the policy itself).
 CONFIG = EvalConfig(
+    guards=False,
+    static_severity={"*": "warn"},
     correctness_trials=5,
     timing_trials=5,
     timing_budget_s=0.2,
@@ -42,7 +46,8 @@ def check_pool_still_works(pool: EvalPool, task: Task) -> None:
 
 
 def test_shipped_example_is_correct_and_faster(pool: EvalPool) -> None:
-    result = pool.evaluate(load_task(example_path("scale_bias_relu.py")), Candidate.from_file(example_path("scale_bias_relu_cpu.py")))
+    task, candidate = load_task(example_path("scale_bias_relu.py")), Candidate.from_file(example_path("scale_bias_relu_cpu.py"))
+    result = pool.evaluate(task, candidate, EvalConfig())  # the full anti-hacking policy
     assert result.status == Status.OK, result.feedback
     assert result.correctness.passed == 5
     assert result.timing.speedup > 1.0
@@ -111,7 +116,7 @@ def test_non_utf8_output_is_decoded(pool: EvalPool, task: Task) -> None:
 
 
 def test_output_flood_past_the_limit_is_a_crash(task: Task) -> None:
-    config = EvalConfig(output_limit_mb=1, measure_timing=False)
+    config = EvalConfig(output_limit_mb=1, measure_timing=False, guards=False, static_severity={"*": "warn"})
     with EvalPool(workers=1, config=config) as small:
         result = small.evaluate(task, Candidate(C.PRINTS_MEGABYTES))
         assert result.status == Status.CRASHED and "output file size limit" in result.error
@@ -137,7 +142,8 @@ def test_reference_timing_is_cached_per_worker(task: Task) -> None:
 
 def test_a_killed_worker_is_replaced_and_the_job_rerun(task: Task) -> None:
     slow = C.forward_body("        import time\n        time.sleep(1.5)\n        return torch.relu(x) * self.scale")
-    with EvalPool(workers=1, config=EvalConfig(correctness_trials=1, measure_timing=False)) as single:
+    relaxed = EvalConfig(correctness_trials=1, measure_timing=False, guards=False, static_severity={"*": "warn"})
+    with EvalPool(workers=1, config=relaxed) as single:
         future = single.submit(task, Candidate(slow))
         time.sleep(0.8)
         supervisors = [

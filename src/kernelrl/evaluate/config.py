@@ -45,6 +45,13 @@ class EvalConfig:
     memory_limit_mb: int = 8192  # address-space limit of the evaluated process
     output_limit_mb: int = 64  # largest file (including captured stdout/stderr) the candidate may write
     device_index: int | None = None  # GPU to use; None: the worker's own
+    # Anti-hacking policy.
+    guards: bool = True  # runtime checks: kernel really ran, torch ops, aliasing, mutation, caching, roofline
+    torch_ops: str = "reject"  # torch compute ops in the candidate's forward: reject | warn | allow
+    static_severity: dict[str, str] = field(default_factory=dict)  # check id (or "*") -> reject | warn
+    cache_checks: int = 2  # timed trials whose outputs are verified on fresh inputs
+    suspicious_speedup: float = 5.0  # above this, timing is re-measured and checked against the roofline
+    roofline_slack: float = 2.0  # reject when faster than roofline / slack
     timeouts: StageTimeouts = field(default_factory=StageTimeouts)
 
     def __post_init__(self) -> None:
@@ -53,6 +60,11 @@ class EvalConfig:
         for name in ("correctness_trials", "timing_trials", "num_threads", "memory_limit_mb", "output_limit_mb"):
             if getattr(self, name) < 1:
                 raise ValueError(f"EvalConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.torch_ops not in ("reject", "warn", "allow"):
+            raise ValueError(f"EvalConfig.torch_ops must be reject, warn or allow, got {self.torch_ops!r}")
+        bad = {k: v for k, v in self.static_severity.items() if v not in ("reject", "warn")}
+        if bad:
+            raise ValueError(f"EvalConfig.static_severity values must be reject or warn, got {bad}")
         if self.warmup < 0:
             raise ValueError("EvalConfig.warmup must be >= 0")
         for name, value in asdict(self.timeouts).items():

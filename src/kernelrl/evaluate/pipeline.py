@@ -11,6 +11,7 @@ import ast
 import contextlib
 import copy
 import platform
+import random
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -23,10 +24,23 @@ from kernelrl.evaluate.candidate import Candidate
 from kernelrl.evaluate.compare import compare_outputs
 from kernelrl.evaluate.config import EvalConfig
 from kernelrl.evaluate.feedback import build_feedback, compile_error_text
+from kernelrl.evaluate.guards import (
+    LaunchCounter,
+    OpCounter,
+    aliased,
+    count_flops,
+    device_ceilings,
+    io_bytes,
+    mutated,
+    poison_allocator,
+    roofline_ms,
+    tensors,
+)
+from kernelrl.evaluate.kernel_calls import install_extension_counter, kernel_calls_total
 from kernelrl.evaluate.loading import CANDIDATE_FILE, TASK_FILE, describe_exception, load_module
 from kernelrl.evaluate.result import Correctness, EvalResult, StageReport, Status, Timing
 from kernelrl.evaluate.static import run_static_checks
-from kernelrl.evaluate.timing import time_cpu, time_cuda
+from kernelrl.evaluate.timing import Measurement, clock_for, measure
 from kernelrl.native import CompileError, call_counts, reset_call_counts
 from kernelrl.tasks.task import Task
 
@@ -79,7 +93,7 @@ class Pipeline:
             raise StageFailed(
                 Status.COMPILE_ERROR, f"SyntaxError: {exc.msg} ({CANDIDATE_FILE} line {exc.lineno})"
             ) from None
-        findings = run_static_checks(tree, self.candidate.source, self.backend)
+        findings = run_static_checks(tree, self.candidate.source, self.backend, self.config.static_severity)
         self.result.static_findings = [f.to_dict() for f in findings]
         rejects = [f for f in findings if f.severity == "reject"]
         if any(f.check == "defines-model-new" for f in rejects):
@@ -92,6 +106,10 @@ class Pipeline:
             reference = load_module(self.task.source, TASK_FILE, "kernelrl_reference")
         except Exception as exc:  # the task itself is broken: not the candidate's fault, but no verdict
             raise StageFailed(Status.RUNTIME_ERROR, "the reference task failed to load: " + describe_exception(exc, (TASK_FILE,))) from None
+        if self.config.guards:
+            install_extension_counter()
+            if self.candidate.backend == "triton":
+                LaunchCounter.install()
         try:
             module = load_module(self.candidate.source, CANDIDATE_FILE, "kernelrl_candidate")
         except CompileError as exc:
@@ -134,63 +152,132 @@ class Pipeline:
         return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
 
     def correctness(self, ref_model: torch.nn.Module, new_model: torch.nn.Module) -> None:
+        """Trials on fresh inputs; with guards, alternating which model runs first and checking that the
+        candidate's own kernel did the work, without torch compute ops, input mutation or aliasing."""
         rtol, atol = self.task.tolerance
         rtol = self.config.rtol if self.config.rtol is not None else rtol
         atol = self.config.atol if self.config.atol is not None else atol
-        trials = self.config.correctness_trials
+        trials, guards = self.config.correctness_trials, self.config.guards
         detail = Correctness(trials=trials, passed=0, rtol=rtol, atol=atol)
         self.result.correctness = detail
         reset_call_counts()
+        LaunchCounter.launches.clear()
+        torch_ops: dict[str, int] = {}
+        expected_like: list[torch.Tensor] = []
+        weights = [*new_model.parameters(), *ref_model.parameters()]
         for trial in range(trials):
             inputs = self.inputs(trial)
-            expected = ref_model(*_clone(inputs))
+            candidate_first = guards and trial % 2 == 1
+            if not candidate_first:
+                expected = ref_model(*_clone(inputs))
+            candidate_inputs = _clone(inputs)
+            if guards and expected_like:
+                poison_allocator(expected_like)
+            calls_before = kernel_calls_total()
+            counter = OpCounter() if guards else contextlib.nullcontext()
             try:
-                actual = new_model(*_clone(inputs))
-                self._synchronize()
+                with counter:
+                    actual = new_model(*candidate_inputs)
+                    self._synchronize()
             except Exception as exc:
                 detail.failing_trial = trial
                 message = describe_exception(exc)
                 hints = getattr(self.backend, "interpreter_hints", lambda s: [])(self.candidate.source)
                 raise StageFailed(Status.RUNTIME_ERROR, "\n".join([message, *hints])) from None
+            if candidate_first:
+                expected = ref_model(*_clone(inputs))
+            if guards:
+                self._check_trial(inputs, candidate_inputs, actual, weights, calls_before, counter, torch_ops)
             outcome = compare_outputs(expected, actual, rtol, atol)
             detail.max_abs_error = max(detail.max_abs_error, outcome.max_abs_error)
             detail.max_rel_error = max(detail.max_rel_error, outcome.max_rel_error)
             if not outcome.ok:
                 detail.failing_trial, detail.message = trial, outcome.message
                 raise StageFailed(Status.INCORRECT, f"trial {trial + 1}/{trials}: {outcome.message}")
+            expected_like = tensors(expected)
             detail.passed += 1
-        self.result.kernel_calls = call_counts()
+        self.result.kernel_calls = {**call_counts(), **LaunchCounter.launches}
+        if torch_ops:
+            self.result.notes.append("torch compute ops in forward: " + ", ".join(f"{k}x{v}" for k, v in torch_ops.items()))
+
+    def _check_trial(
+        self, inputs: list[Any], used: list[Any], actual: Any, weights: list[torch.Tensor], calls_before: int,
+        counter: Any, torch_ops: dict[str, int],
+    ) -> None:
+        if mutated(inputs, used):
+            raise StageFailed(Status.REJECTED, "[input-mutation] the candidate modified its inputs; write results to new tensors")
+        if aliased(actual, tensors(used) + weights):
+            raise StageFailed(
+                Status.REJECTED, "[output-alias] an output shares memory with an input or a weight; return a new tensor"
+            )
+        if self.backend.has_device() and kernel_calls_total() == calls_before and self.candidate.backend in ("cpu", "triton"):
+            raise StageFailed(
+                Status.REJECTED,
+                f"[kernel-not-called] forward made no call to a {self.candidate.backend} kernel; {self.backend.kernel_hint()}",
+            )
+        for name, count in counter.compute.items():
+            torch_ops[name] = torch_ops.get(name, 0) + count
+        if counter.compute and self.config.torch_ops == "reject":
+            ops = ", ".join(f"{k} ({v}x)" for k, v in counter.compute.most_common(6))
+            raise StageFailed(
+                Status.REJECTED,
+                f"[torch-ops] forward computed with PyTorch operators ({ops}); do the computation in your kernel "
+                "(allocating outputs and reshaping views is fine)",
+            )
 
     def timing(self, ref_model: torch.nn.Module, new_model: torch.nn.Module, cached: dict | None) -> None:
         cfg = self.config
         timing = Timing(meaningful=True, method=self.backend.timing_method(cfg.num_threads))
         self.result.timing = timing
         inputs = self.inputs(cfg.correctness_trials)
-
-        def measure(model: torch.nn.Module) -> Any:
-            if self.device.type == "cuda":
-                return time_cuda(lambda: model(*inputs), cfg.warmup, cfg.timing_trials, cfg.timing_budget_s, self.device)
-            return time_cpu(lambda: model(*inputs), cfg.warmup, cfg.timing_trials, cfg.timing_budget_s)
-
-        try:
-            candidate = measure(new_model)
-        except Exception as exc:
-            raise StageFailed(Status.RUNTIME_ERROR, "while timing: " + describe_exception(exc)) from None
-        timing.candidate_ms, timing.candidate_spread_ms, timing.trials = (
-            candidate.median_ms, candidate.spread_ms, candidate.trials
-        )
+        hooks = FreshInputChecks(self, ref_model, inputs) if cfg.guards and cfg.cache_checks else None
+        candidate = self._measure(new_model, inputs, hooks)
         if cached:
             timing.reference_ms, timing.reference_spread_ms = cached["reference_ms"], cached["reference_spread_ms"]
             timing.compiled_reference_ms = cached.get("compiled_reference_ms")
             timing.reference_cached = True
         else:
-            reference = measure(ref_model)
+            reference = self._measure(ref_model, inputs)
             timing.reference_ms, timing.reference_spread_ms = reference.median_ms, reference.spread_ms
             if cfg.compile_baseline:
-                timing.compiled_reference_ms = measure(torch.compile(copy.deepcopy(ref_model))).median_ms
+                timing.compiled_reference_ms = self._measure(torch.compile(copy.deepcopy(ref_model)), inputs).median_ms
+        speedup = timing.reference_ms / max(candidate.median_ms, 1e-9)
+        if cfg.guards and speedup > cfg.suspicious_speedup:
+            candidate = self._check_plausible(ref_model, new_model, inputs, hooks, candidate)
+            self.result.notes.append(f"speedup {speedup:.1f}x was re-measured and checked against the roofline")
+        timing.candidate_ms, timing.candidate_spread_ms, timing.trials = (
+            candidate.median_ms, candidate.spread_ms, candidate.trials
+        )
         timing.speedup = timing.reference_ms / max(timing.candidate_ms, 1e-9)
         if timing.compiled_reference_ms:
             timing.speedup_vs_compiled = timing.compiled_reference_ms / max(timing.candidate_ms, 1e-9)
+
+    def _measure(self, model: torch.nn.Module, inputs: list[Any], hooks: Any = None) -> Measurement:
+        cfg = self.config
+        try:
+            return measure(lambda: model(*inputs), clock_for(self.device), cfg.warmup, cfg.timing_trials, cfg.timing_budget_s, hooks)
+        except StageFailed:
+            raise
+        except Exception as exc:
+            raise StageFailed(Status.RUNTIME_ERROR, "while timing: " + describe_exception(exc)) from None
+
+    def _check_plausible(
+        self, ref_model: torch.nn.Module, new_model: torch.nn.Module, inputs: list[Any], hooks: Any, first: Measurement
+    ) -> Measurement:
+        """Re-measure an implausible speedup, then reject it if it beats the machine's roofline."""
+        again = self._measure(new_model, inputs, hooks)
+        candidate = again if again.median_ms > first.median_ms else first
+        outputs = ref_model(*_clone(inputs))
+        nbytes, flops = io_bytes(inputs, outputs), count_flops(ref_model, _clone(inputs))
+        bandwidth, flop_rate = device_ceilings(self.device.type, nbytes, self.config.num_threads)
+        bound = roofline_ms(nbytes, flops, bandwidth, flop_rate)
+        if candidate.median_ms < bound / self.config.roofline_slack:
+            raise StageFailed(
+                Status.REJECTED,
+                f"[roofline] {candidate.median_ms:.4f} ms is faster than this machine can move {nbytes} bytes and do "
+                f"{flops} FLOPs ({bound:.4f} ms at measured peaks); the timing cannot be real",
+            )
+        return candidate
 
     def _synchronize(self) -> None:
         if self.device.type == "cuda":
@@ -226,6 +313,39 @@ class Pipeline:
         result.total_s = time.perf_counter() - start
         result.feedback = build_feedback(result)
         return result
+
+
+class FreshInputChecks:
+    """On a few timed trials chosen at random, overwrite the inputs in place with fresh values (outside the
+    timed region) and verify that trial's output, snapshotted as soon as the clock stops. Catches outputs
+    cached across calls (by pointer, identity or call count) and work deferred past the timer."""
+
+    def __init__(self, pipeline: Pipeline, ref_model: torch.nn.Module, inputs: list[Any]) -> None:
+        self.pipeline, self.ref_model, self.inputs = pipeline, ref_model, inputs
+        self.chosen: set[int] = set()
+        self.random = random.SystemRandom()
+
+    def before(self, index: int, total: int) -> None:
+        if index == 0:
+            self.chosen = set(self.random.sample(range(total - 1), min(self.pipeline.config.cache_checks, total - 1)))
+        if index in self.chosen:
+            for x in self.inputs:
+                if isinstance(x, torch.Tensor) and x.is_floating_point():
+                    x.copy_(torch.randn_like(x) * x.std().clamp_min(1e-3) + x.mean())
+
+    def after(self, index: int, total: int, output: Any) -> None:
+        if index not in self.chosen:
+            return
+        snapshot = _clone(output) if isinstance(output, list | tuple) else _clone([output])[0]
+        expected = self.ref_model(*_clone(self.inputs))
+        rtol, atol = self.pipeline.task.tolerance
+        outcome = compare_outputs(expected, snapshot, rtol, atol)
+        if not outcome.ok:
+            raise StageFailed(
+                Status.REJECTED,
+                "[stale-output] a timed call returned a wrong result on fresh inputs (outputs cached across calls, "
+                f"or work finished after the call returned): {outcome.message}",
+            )
 
 
 def _clone(inputs: list[Any]) -> list[Any]:

@@ -44,7 +44,7 @@ def defines_model_new(tree: ast.Module, source: str, backend: Backend) -> list[F
 def uses_kernel(tree: ast.Module, source: str, backend: Backend) -> list[Finding]:
     if backend.defines_kernel(tree):
         return []
-    return [Finding("uses-kernel", "warn", f"no {backend.name} kernel found: {backend.kernel_hint()}")]
+    return [Finding("uses-kernel", "reject", f"no {backend.name} kernel found: {backend.kernel_hint()}")]
 
 
 def run_static_checks(
@@ -54,7 +54,11 @@ def run_static_checks(
     findings = []
     for name in STATIC_CHECKS.names():
         for finding in STATIC_CHECKS.get(name)(tree, source, backend):
-            if severities and finding.check in severities:
-                finding.severity = severities[finding.check]
+            if severities and (finding.check in severities or "*" in severities):
+                finding.severity = severities.get(finding.check, severities.get("*", finding.severity))
             findings.append(finding)
     return findings
+
+
+# The anti-hacking checks register themselves on import.
+from kernelrl.evaluate import static_hacking  # noqa: E402, F401

@@ -1,0 +1,178 @@
+"""Runtime anti-hacking guards used by the pipeline inside the evaluated process.
+
+- `OpCounter`: torch compute ops issued by the candidate's forward (allocation, views and copies
+  are free; everything else counts), through a dispatch mode the candidate cannot see or disable
+  (the static checks forbid dispatch modes, frames and monkeypatching).
+- `LaunchCounter`: Triton kernel launches, by wrapping the launcher of jitted/interpreted kernels.
+- aliasing, input-mutation and allocator-poisoning helpers.
+- `device_ceilings` / `roofline_ms`: the fastest a forward could possibly be on this machine.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections import Counter
+from typing import Any, ClassVar
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# aten ops that allocate, view, copy or query: allowed in a candidate's forward.
+FREE_OPS = {
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like", "new_zeros",
+    "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "fill_", "zero_", "view", "_unsafe_view",
+    "reshape", "_reshape_alias", "as_strided", "expand", "permute", "transpose", "t", "squeeze", "unsqueeze",
+    "flatten", "unflatten", "select", "slice", "narrow", "split", "split_with_sizes", "chunk", "unbind",
+    "contiguous", "clone", "copy_", "detach", "alias", "lift_fresh", "lift_fresh_copy", "_to_copy", "to",
+    "_local_scalar_dense", "item", "resize_", "set_", "view_as", "expand_as", "movedim", "swapaxes",
+    "arange", "is_same_size", "_has_compatible_shallow_copy_type", "size", "stride", "numel", "dim",
+    "is_nonzero", "equal", "_reshape_copy", "unfold", "view_as_real", "view_as_complex", "resolve_conj", "resolve_neg",
+}
+
+_INSIDE_KERNEL = [0]  # >0 while a Triton launch runs (the interpreter issues torch ops of its own)
+
+
+class OpCounter(TorchDispatchMode):
+    """Counts torch compute ops (by aten name) issued while active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.compute: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        name = func.overloadpacket.__name__
+        if name not in FREE_OPS and not _INSIDE_KERNEL[0]:
+            self.compute[name] += 1
+        return func(*args, **(kwargs or {}))
+
+
+class LaunchCounter:
+    """Counts Triton kernel launches (real or interpreted) by wrapping their `run` method."""
+
+    launches: ClassVar[Counter[str]] = Counter()
+    _installed: ClassVar[bool] = False
+
+    @classmethod
+    def install(cls) -> None:
+        if cls._installed:
+            return
+        try:
+            import triton.runtime.jit as jit
+        except ImportError:
+            return
+        classes = [jit.JITFunction]
+        try:
+            import triton.runtime.interpreter as interpreter
+
+            classes.append(interpreter.InterpretedFunction)
+        except ImportError:
+            pass
+        for klass in classes:
+            original = klass.run
+
+            @functools.wraps(original)
+            def run(self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
+                if not kwargs.get("warmup"):
+                    name = getattr(getattr(self, "fn", None), "__name__", "kernel")
+                    cls.launches[name] += 1
+                _INSIDE_KERNEL[0] += 1
+                try:
+                    return __original(self, *args, **kwargs)
+                finally:
+                    _INSIDE_KERNEL[0] -= 1
+
+            klass.run = run
+        cls._installed = True
+
+
+def tensors(obj: Any) -> list[torch.Tensor]:
+    """Every tensor leaf of a nested output."""
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, list | tuple):
+        return [t for o in obj for t in tensors(o)]
+    if isinstance(obj, dict):
+        return [t for o in obj.values() for t in tensors(o)]
+    return []
+
+
+def _storage_span(t: torch.Tensor) -> tuple[int, int]:
+    storage = t.untyped_storage()
+    return storage.data_ptr(), storage.data_ptr() + storage.nbytes()
+
+
+def aliased(outputs: Any, others: list[torch.Tensor]) -> bool:
+    """Whether any output tensor shares memory with any of `others` (inputs, weights, buffers)."""
+    spans = [_storage_span(t) for t in others if t.numel() > 0]
+    for out in tensors(outputs):
+        if out.numel() == 0:
+            continue
+        start, end = _storage_span(out)
+        if any(start < o_end and o_start < end for o_start, o_end in spans):
+            return True
+    return False
+
+
+def mutated(before: list[Any], after: list[Any]) -> bool:
+    """Whether any input tensor changed value (NaN-aware) during the candidate's forward."""
+    for b, a in zip(before, after, strict=True):
+        if isinstance(b, torch.Tensor) and not torch.equal(b.nan_to_num(), a.nan_to_num()):
+            return True
+    return False
+
+
+def poison_allocator(like: list[torch.Tensor]) -> None:
+    """Allocate and free NaN-filled blocks the size of the expected outputs, so an `empty` output the
+    candidate never writes reads as NaN instead of whatever the reference left behind."""
+    blocks = []
+    for t in like:
+        fill = float("nan") if t.is_floating_point() else -12345
+        blocks.append(torch.full(t.shape, fill, dtype=t.dtype, device=t.device))
+        blocks.append(torch.full(t.shape, fill, dtype=t.dtype, device=t.device))
+    del blocks
+
+
+@functools.lru_cache(maxsize=16)
+def device_ceilings(device_type: str, nbytes: int, threads: int) -> tuple[float, float]:
+    """Measured (bytes/s for a copy of `nbytes`, flop/s of a float32 matmul) on this device."""
+    device = torch.device(device_type)
+    n = max(nbytes // 4, 1 << 16)
+    src = torch.rand(n, device=device)
+    dst = torch.empty_like(src)
+    a = torch.rand(512, 512, device=device)
+
+    def best(fn: Any, reps: int = 5) -> float:
+        fn()
+        times = []
+        for _ in range(reps):
+            if device_type == "cuda":
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            fn()
+            if device_type == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    bandwidth = 2 * n * 4 / best(lambda: dst.copy_(src))
+    flops = 2 * 512**3 / best(lambda: a @ a)
+    return bandwidth, flops
+
+
+def count_flops(model: torch.nn.Module, inputs: list[Any]) -> int:
+    """FLOPs of one reference forward (matmuls and convolutions), by torch's flop counter."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        model(*inputs)
+    return int(counter.get_total_flops())
+
+
+def io_bytes(inputs: list[Any], outputs: Any) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors(inputs) + tensors(outputs))
+
+
+def roofline_ms(nbytes: int, flops: int, bandwidth: float, flop_rate: float) -> float:
+    """Lower bound on one forward: reading inputs and writing outputs once, and doing its matmul FLOPs."""
+    return 1e3 * max(nbytes / bandwidth, flops / flop_rate)
