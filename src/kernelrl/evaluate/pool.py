@@ -9,6 +9,7 @@ from __future__ import annotations
 import atexit
 import concurrent.futures as cf
 import itertools
+import logging
 import os
 import queue
 import signal
@@ -23,8 +24,17 @@ from kernelrl.evaluate.candidate import Candidate
 from kernelrl.evaluate.config import EvalConfig, default_workers
 from kernelrl.evaluate.protocol import MessageReader, ProtocolError, write_message
 from kernelrl.evaluate.result import EvalResult, StageReport, Status
+from kernelrl.evaluate.sandbox import (
+    bwrap_available,
+    bwrap_command,
+    describe_missing,
+    prepare_cache,
+    sandbox_env,
+)
+from kernelrl.native.build import cache_dir
 from kernelrl.tasks.task import Task
 
+log = logging.getLogger(__name__)
 STARTUP_TIMEOUT_S = 120.0
 SUPERVISOR_MARGIN_S = 30.0  # beyond the sum of stage limits before a worker itself is presumed hung
 
@@ -36,16 +46,24 @@ class WorkerDied(RuntimeError):
 class Worker:
     """One supervisor process and its JSON-lines channel."""
 
-    def __init__(self, env: dict[str, str] | None = None) -> None:
+    def __init__(self, env: dict[str, str] | None = None, sandbox: bool = False) -> None:
         self.env = env or {}
+        self.sandbox = sandbox
         self.process: subprocess.Popen[bytes] | None = None
         self.reader: MessageReader | None = None
         self.start()
 
     def start(self) -> None:
-        env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
+        command = [sys.executable, "-m", "kernelrl.evaluate.supervisor"]
+        if self.sandbox:
+            cache = str(cache_dir())
+            prepare_cache(cache)
+            env = {**sandbox_env(cache), **self.env, "PYTHONUNBUFFERED": "1"}
+            command = [*bwrap_command(cache), *command]
+        else:
+            env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "kernelrl.evaluate.supervisor"],
+            command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -106,10 +124,24 @@ class EvalPool:
     ...     result = pool.evaluate(task, candidate)
     """
 
-    def __init__(self, workers: int | None = None, config: EvalConfig | None = None, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        workers: int | None = None,
+        config: EvalConfig | None = None,
+        env: dict[str, str] | None = None,
+        sandbox: str = "auto",
+    ) -> None:
+        """`sandbox`: "auto" (bubblewrap when it works here, else a logged warning), "bwrap" (required) or "none"."""
+        if sandbox not in ("auto", "bwrap", "none"):
+            raise ValueError(f"sandbox must be auto, bwrap or none, got {sandbox!r}")
         self.config = config or EvalConfig()
         self.size = workers or default_workers()
         self._env = env or {}
+        self.sandboxed = sandbox != "none" and bwrap_available()
+        if sandbox == "bwrap" and not self.sandboxed:
+            raise RuntimeError(describe_missing())
+        if sandbox == "auto" and not self.sandboxed:
+            log.warning(describe_missing())
         self._jobs: queue.Queue[tuple[dict[str, Any], cf.Future[EvalResult]] | None] = queue.Queue()
         self._ids = itertools.count()
         self._closed = False
@@ -126,7 +158,7 @@ class EvalPool:
 
     def _serve(self) -> None:
         try:
-            worker = Worker(self._env)
+            worker = Worker(self._env, self.sandboxed)
         except BaseException as exc:
             self._start_errors.append(exc)
             self._started.wait()

@@ -12,10 +12,13 @@ with `--oneshot JOB.json` to evaluate a single job in a fresh process.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import hmac
 import importlib
 import json
 import os
 import resource
+import secrets
 import shutil
 import signal
 import sys
@@ -30,11 +33,29 @@ from kernelrl.evaluate.feedback import build_feedback
 from kernelrl.evaluate.pipeline import run_pipeline
 from kernelrl.evaluate.protocol import MessageReader, ProtocolError, write_message
 from kernelrl.evaluate.result import EvalResult, StageReport, Status
+from kernelrl.evaluate.sandbox import drop_privileges
 from kernelrl.tasks.task import Task
 
 OUTPUT_HEAD_BYTES = 2048
 OUTPUT_TAIL_BYTES = 2048
 EXIT_GRACE_S = 5.0
+STAGE_ORDER = ("static", "build", "init", "correctness", "timing")
+
+
+def _sign(key: bytes, payload: str) -> str:
+    return hmac.new(key, payload.encode(), hashlib.sha256).hexdigest()
+
+
+def _signed(key: bytes, message: dict[str, Any]) -> dict[str, Any]:
+    """Messages from the evaluated process carry an HMAC under a per-job key, so bytes that candidate
+    code writes to the channel (a forged verdict) are told apart from the evaluator's own."""
+    payload = json.dumps(message)
+    return {"payload": payload, "mac": _sign(key, payload)}
+
+
+def _stage_timeout(config: EvalConfig, stage: str) -> float:
+    t = config.timeouts
+    return {"static": t.build, "build": t.build, "init": t.init, "correctness": t.correctness, "timing": t.timing}[stage]
 
 
 def _limit(kind: int, value: int) -> None:
@@ -47,7 +68,7 @@ def _limit(kind: int, value: int) -> None:
 PROTOCOL_FDS: list[int] = []  # the supervisor's channel to the pool, closed in every child
 
 
-def _child_main(job: dict[str, Any], write_fd: int, workdir: str, output_path: str) -> None:
+def _child_main(job: dict[str, Any], key: bytes, write_fd: int, workdir: str, output_path: str) -> None:
     """Runs in the forked child; never returns."""
     status = 0
     try:
@@ -65,6 +86,9 @@ def _child_main(job: dict[str, Any], write_fd: int, workdir: str, output_path: s
         _limit(resource.RLIMIT_AS, config.memory_limit_mb * 2**20)
         _limit(resource.RLIMIT_FSIZE, config.output_limit_mb * 2**20)
         _limit(resource.RLIMIT_CORE, 0)
+        t = config.timeouts
+        _limit(resource.RLIMIT_CPU, int((2 * t.build + t.init + t.correctness + t.timing) * config.num_threads) + 30)
+        drop_privileges(workdir)
         signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it; writing past the limit must kill
         os.chdir(workdir)
         os.environ["OMP_NUM_THREADS"] = str(config.num_threads)
@@ -73,7 +97,7 @@ def _child_main(job: dict[str, Any], write_fd: int, workdir: str, output_path: s
         torch.set_num_threads(config.num_threads)
 
         def announce(stage: str, timeout: float) -> None:
-            write_message(write_fd, {"event": "stage", "stage": stage, "timeout": timeout})
+            write_message(write_fd, _signed(key, {"event": "stage", "stage": stage}))
 
         result = run_pipeline(
             Task.from_dict(job["task"]),
@@ -82,11 +106,11 @@ def _child_main(job: dict[str, Any], write_fd: int, workdir: str, output_path: s
             announce,
             job.get("cached_reference"),
         )
-        write_message(write_fd, {"event": "result", "result": result.to_dict()})
+        write_message(write_fd, _signed(key, {"event": "result", "result": result.to_dict()}))
     except BaseException:
         status = 70
         try:
-            write_message(write_fd, {"event": "error", "traceback": traceback.format_exc()[-4000:]})
+            write_message(write_fd, _signed(key, {"event": "error", "traceback": traceback.format_exc()[-4000:]}))
         except Exception:
             pass
     finally:
@@ -145,22 +169,23 @@ class Supervisor:
     def run_job(self, job: dict[str, Any]) -> dict[str, Any]:
         started = time.perf_counter()
         config = EvalConfig.from_dict(job["config"])
-        key = self._cache_key(job)
-        if key and key in self.reference_cache:
-            job = {**job, "cached_reference": self.reference_cache[key]}
+        cache_key = self._cache_key(job)
+        if cache_key and cache_key in self.reference_cache:
+            job = {**job, "cached_reference": self.reference_cache[cache_key]}
         _preload_for(job["candidate"]["backend"])
         workdir = tempfile.mkdtemp(prefix="kernelrl-eval-")
         output_path = os.path.join(workdir, ".output")
+        key = secrets.token_bytes(32)
         read_fd, write_fd = os.pipe()
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
             os.close(read_fd)
-            _child_main(job, write_fd, workdir, output_path)
+            _child_main(job, key, write_fd, workdir, output_path)
         os.close(write_fd)
         try:
-            result = self._watch(pid, MessageReader(read_fd), job, config)
+            result = self._watch(pid, MessageReader(read_fd), job, config, key)
         finally:
             os.close(read_fd)
             _kill_group(pid)
@@ -172,8 +197,8 @@ class Supervisor:
         result.total_s = time.perf_counter() - started
         result.feedback = build_feedback(result)
         timing = result.timing
-        if key and timing and not timing.reference_cached and timing.reference_ms is not None:
-            self.reference_cache[key] = {
+        if cache_key and timing and not timing.reference_cached and timing.reference_ms is not None:
+            self.reference_cache[cache_key] = {
                 "reference_ms": timing.reference_ms,
                 "reference_spread_ms": timing.reference_spread_ms,
                 "compiled_reference_ms": timing.compiled_reference_ms,
@@ -181,39 +206,49 @@ class Supervisor:
         self.jobs_run += 1
         return result.to_dict()
 
-    def _watch(self, pid: int, reader: MessageReader, job: dict[str, Any], config: EvalConfig) -> EvalResult:
-        stage, deadline = "static", time.monotonic() + config.timeouts.build
-        stage_started = time.monotonic()
+    def _watch(self, pid: int, reader: MessageReader, job: dict[str, Any], config: EvalConfig, key: bytes) -> EvalResult:
+        """Follow the child's signed stage announcements (in order, each limited by the evaluator's own
+        configured timeout) until its one verdict; anything else it sends is a forgery."""
+        stage, stage_started = "static", time.monotonic()
+        deadline = stage_started + _stage_timeout(config, stage)
         result: EvalResult | None = None
         failure: tuple[Status, str] | None = None
         while True:
             try:
-                message = reader.read(deadline)
+                envelope = reader.read(deadline)
             except TimeoutError:
                 if result is not None:  # verdict in, but the process lingers: stop waiting for it
                     break
                 failure = (Status.TIMEOUT, f"stage '{stage}' exceeded its {deadline - stage_started:.0f} s limit")
                 break
             except ProtocolError as exc:
-                failure = (Status.CRASHED, f"the evaluated process sent a malformed message: {exc}")
+                failure = (Status.REJECTED, f"[forged-message] the evaluated process wrote garbage to the verdict channel: {exc}")
                 break
-            if message is None:
+            if envelope is None:
                 break
+            payload, mac = envelope.get("payload"), envelope.get("mac")
+            if not isinstance(payload, str) or not isinstance(mac, str) or not hmac.compare_digest(mac, _sign(key, payload)):
+                failure = (Status.REJECTED, "[forged-message] a message on the verdict channel was not written by the evaluator")
+                break
+            message = json.loads(payload)
             event = message.get("event")
-            if event == "stage" and result is None:
-                stage = str(message.get("stage"))
-                stage_started = time.monotonic()
-                deadline = stage_started + float(message.get("timeout", config.timeouts.build))
-            elif event == "result" and result is None:
+            if result is not None:
+                failure = (Status.REJECTED, "[forged-message] more than one verdict was written for one evaluation")
+                break
+            if event == "stage":
+                name = message.get("stage")
+                if name not in STAGE_ORDER or (STAGE_ORDER.index(name) <= STAGE_ORDER.index(stage) and name != "static"):
+                    failure = (Status.REJECTED, f"[forged-message] out-of-order stage {name!r} after {stage!r}")
+                    break
+                stage, stage_started = name, time.monotonic()
+                deadline = stage_started + _stage_timeout(config, stage)
+            elif event == "result":
                 try:
                     result = EvalResult.from_dict(message["result"])
                 except (KeyError, TypeError, ValueError) as exc:
                     failure = (Status.CRASHED, f"the evaluated process sent an unreadable result: {exc}")
                     break
                 deadline = time.monotonic() + EXIT_GRACE_S
-            elif event == "result":
-                failure = (Status.REJECTED, "more than one verdict was written for one evaluation")
-                break
             elif event == "error":
                 failure = (Status.CRASHED, "internal error in the evaluator:\n" + str(message.get("traceback", "")))
                 break
