@@ -34,6 +34,7 @@ from kernelrl.evaluate.guards import (
     mutated,
     poison_allocator,
     roofline_ms,
+    spawned_processes,
     tensors,
 )
 from kernelrl.evaluate.kernel_calls import install_extension_counter, kernel_calls_total
@@ -204,6 +205,8 @@ class Pipeline:
         self, inputs: list[Any], used: list[Any], actual: Any, weights: list[torch.Tensor], calls_before: int,
         counter: Any, torch_ops: dict[str, int],
     ) -> None:
+        if spawned_processes():
+            raise StageFailed(Status.REJECTED, "[processes] forward started processes; a kernel only computes")
         if mutated(inputs, used):
             raise StageFailed(Status.REJECTED, "[input-mutation] the candidate modified its inputs; write results to new tensors")
         if aliased(actual, tensors(used) + weights):

@@ -46,8 +46,8 @@ class WorkerDied(RuntimeError):
 class Worker:
     """One supervisor process and its JSON-lines channel."""
 
-    def __init__(self, env: dict[str, str] | None = None, sandbox: bool = False) -> None:
-        self.env = env or {}
+    def __init__(self, env: dict[str, str] | None = None, sandbox: bool = False, slot: int = 0) -> None:
+        self.env = {**(env or {}), "KERNELRL_WORKER_SLOT": str(slot)}
         self.sandbox = sandbox
         self.process: subprocess.Popen[bytes] | None = None
         self.reader: MessageReader | None = None
@@ -146,7 +146,9 @@ class EvalPool:
         self._ids = itertools.count()
         self._closed = False
         self.restarts = 0
-        self._threads = [threading.Thread(target=self._serve, daemon=True, name=f"eval-worker-{i}") for i in range(self.size)]
+        self._threads = [
+            threading.Thread(target=self._serve, args=(i,), daemon=True, name=f"eval-worker-{i}") for i in range(self.size)
+        ]
         self._started = threading.Barrier(self.size + 1)
         self._start_errors: list[BaseException] = []
         for thread in self._threads:
@@ -156,9 +158,9 @@ class EvalPool:
             self.close()
             raise self._start_errors[0]
 
-    def _serve(self) -> None:
+    def _serve(self, slot: int) -> None:
         try:
-            worker = Worker(self._env, self.sandboxed)
+            worker = Worker(self._env, self.sandboxed, slot)
         except BaseException as exc:
             self._start_errors.append(exc)
             self._started.wait()

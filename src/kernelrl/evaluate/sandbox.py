@@ -1,9 +1,10 @@
-"""The sandbox around evaluation workers: bubblewrap where available, rlimits and a dropped uid always.
+"""The sandbox around evaluation workers: bubblewrap where available, rlimits always.
 
 With bubblewrap each worker (and every evaluation it forks) runs with no network, a read-only file
 system, private /tmp, its own PID/IPC/UTS namespaces, the home directories and other scratch areas
 hidden, and a scrubbed environment (no tokens or keys). When the worker runs as root, each evaluation
-also drops to uid `nobody`, so it cannot signal the evaluator, and its process count is limited.
+also drops to an unprivileged uid of its worker slot, so it cannot signal the evaluator or other slots,
+and its process count is limited.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 SANDBOX_ENV = "KERNELRL_SANDBOX"
-NOBODY = 65534
-MAX_PROCESSES = 512  # threads count too; a fork bomb stops here
+EVAL_UID_BASE = 200000  # worker slot i evaluates as uid/gid BASE + i (no such user: no files, no home)
+MAX_PROCESSES = 256  # per uid (so per worker slot), threads included; a fork bomb stops here
 HIDDEN = ("/root", "/home", "/tmp", "/var/tmp", "/run", "/mnt", "/media", "/srv")
 KEEP_ENV_PREFIXES = ("KERNELRL_", "OMP_", "MKL_", "CUDA_", "NVIDIA_", "TRITON_", "TORCH_", "LD_LIBRARY_PATH", "PYTHONPATH")
 KEEP_ENV = {"PATH", "LANG", "LC_ALL", "CC", "CXX", "NVCC", "CUDA_HOME", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"}
@@ -107,7 +108,8 @@ def prepare_cache(cache_dir: str) -> None:
 
 
 def drop_privileges(workdir: str) -> None:
-    """In a forked evaluation: limit processes and, if root inside the sandbox, become `nobody`."""
+    """In a forked evaluation: limit processes and, if root inside the sandbox, become the worker slot's
+    own unprivileged uid (so slots cannot signal the evaluator or each other, or share a process quota)."""
     os.environ["TMPDIR"] = workdir
     import tempfile
 
@@ -118,10 +120,11 @@ def drop_privileges(workdir: str) -> None:
         pass
     if os.environ.get(SANDBOX_ENV) != "bwrap" or os.geteuid() != 0:
         return
-    os.chown(workdir, NOBODY, NOBODY)
+    uid = EVAL_UID_BASE + int(os.environ.get("KERNELRL_WORKER_SLOT", "0"))
+    os.chown(workdir, uid, uid)
     os.setgroups([])
-    os.setgid(NOBODY)
-    os.setuid(NOBODY)
+    os.setgid(uid)
+    os.setuid(uid)
 
 
 def describe_missing() -> str:

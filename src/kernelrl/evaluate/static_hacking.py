@@ -16,6 +16,7 @@ ALLOWED_IMPORTS = {
     "torch", "math", "numpy", "triton", "kernelrl.native", "typing", "functools", "itertools",
     "dataclasses", "collections", "operator", "enum", "abc", "__future__", "string", "textwrap", "numbers",
 }
+NATIVE_API = {"load_cpp", "load_cuda", "CompileError", "KernelLibrary", "SignatureError"}
 DENIED_TORCH = {"torch.multiprocessing", "torch.distributed", "torch.testing", "torch.profiler", "torch.autograd.profiler", "torch._C"}
 # Why a module is refused, when the reason is more specific than "not allowed".
 IMPORT_REASONS = {
@@ -41,6 +42,8 @@ PATCHABLE_ROOTS = {"torch", "time", "math", "numpy", "np", "triton", "tl", "F", 
 def _module_allowed(name: str) -> bool:
     if any(name == d or name.startswith(d + ".") for d in DENIED_TORCH):
         return False
+    if name.startswith("kernelrl."):  # the helper's public API only, not its internals
+        return name == "kernelrl.native" or name.removeprefix("kernelrl.native.") in NATIVE_API
     return any(name == a or name.startswith(a + ".") for a in ALLOWED_IMPORTS)
 
 
@@ -48,7 +51,9 @@ def _imported_names(node: ast.Import | ast.ImportFrom) -> list[str]:
     if isinstance(node, ast.ImportFrom):
         if node.level:
             return ["." * node.level + (node.module or "")]
-        return [f"{node.module}.{a.name}" if node.module == "kernelrl" else node.module or "" for a in node.names]
+        if node.module in ("kernelrl", "kernelrl.native"):
+            return [f"{node.module}.{a.name}" for a in node.names]
+        return [node.module or "" for _ in node.names]
     return [a.name for a in node.names]
 
 
@@ -156,4 +161,52 @@ def check_tensor_subclass(tree: ast.Module, source: str, backend: Backend) -> li
             findings.append(Finding(
                 "tensor-subclass", "reject",
                 f"{name} is not allowed: it intercepts or fakes tensor operations", getattr(node, "lineno", None)))
+    return findings
+
+
+# System calls and headers a compute kernel never needs; embedded C/C++/CUDA sources are scanned for them.
+NATIVE_CALLS = {
+    "fork": "processes", "vfork": "processes", "clone": "processes", "execl": "processes", "execlp": "processes",
+    "execle": "processes", "execv": "processes", "execvp": "processes", "execve": "processes", "system": "processes",
+    "popen": "processes", "posix_spawn": "processes", "kill": "signals", "ptrace": "process control",
+    "socket": "network access", "connect": "network access", "bind": "network access", "listen": "network access",
+    "fopen": "file access", "open": "file access", "openat": "file access", "creat": "file access",
+    "unlink": "file access", "remove": "file access", "rename": "file access", "dlopen": "dynamic loading",
+    "dlsym": "dynamic loading", "syscall": "raw system calls", "mprotect": "memory protection changes",
+    "setenv": "environment access", "getenv": "environment access", "putenv": "environment access",
+    "pthread_create": "threads that outlive the call", "usleep": "sleeping", "nanosleep": "sleeping",
+    "sleep": "sleeping", "chdir": "file system access", "_exit": "process control", "exit": "process control",
+    "abort": "process control", "getppid": "process control",
+}
+NATIVE_PATTERNS = {
+    r"std::thread|std::async|std::jthread": "threads that outlive the call",
+    r"#\s*include\s*<(thread|future|fstream|dlfcn\.h|sys/socket\.h|netinet/[\w.]+|arpa/[\w.]+|sys/ptrace\.h|signal\.h|csignal|spawn\.h)>": "a header for processes, files, network or signals",
+    r"\b(__asm__|asm)\s*(volatile\s*)?\(": "inline assembly",
+}
+
+
+def _native_sources(tree: ast.Module) -> list[ast.Constant]:
+    return [
+        node for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) > 20
+        and ((";" in node.value and "{" in node.value) or "#include" in node.value)
+    ]
+
+
+@STATIC_CHECKS.register("native-syscalls")
+def check_native_sources(tree: ast.Module, source: str, backend: Backend) -> list[Finding]:
+    """C/C++/CUDA strings may compute, not reach the operating system."""
+    import re
+
+    findings = []
+    for node in _native_sources(tree):
+        text = re.sub(r"//[^\n]*|/\*.*?\*/", "", node.value, flags=re.S)
+        found = {m.group(1): NATIVE_CALLS[m.group(1)] for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\(", text) if m.group(1) in NATIVE_CALLS}
+        found |= {m.group(0).strip(): why for pattern, why in NATIVE_PATTERNS.items() for m in re.finditer(pattern, text)}
+        for name, why in sorted(found.items()):
+            findings.append(Finding(
+                "native-syscalls", "reject",
+                f"the kernel source uses {name} ({why}); kernels may only compute on the tensors they are given",
+                node.lineno,
+            ))
     return findings

@@ -90,7 +90,12 @@ def build_shared_library(source: str, language: str = "c++", extra_flags: tuple[
     target = cache_dir() / "native" / key[:2] / f"{key}.so"
     if target.exists():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
+    if not target.parent.is_dir():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:  # evaluations of other sandbox slots run as other uids and share this cache
+            os.chmod(target.parent, 0o1777)
+        except OSError:
+            pass
     file_name = SOURCE_NAME[language]
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as tmp:
         src_path = Path(tmp) / file_name
