@@ -68,17 +68,22 @@ def _compare_tensors(ref: torch.Tensor, out: torch.Tensor, rtol: float, atol: fl
         return _mismatch(bad, out, ref, float((out.double() - ref.double()).abs().max()), 0.0, rtol, atol, path)
     work = torch.float64 if ref.dtype == torch.float64 else torch.float32
     r, o = ref.to(work), out.to(work)
-    diff = (o - r).abs()  # NaN where either is NaN or both are the same infinity; inf where one is
-    bad = diff > atol + rtol * r.abs()
+    diff = (o - r).abs_()  # NaN where either is NaN or both are the same infinity; inf where one is
+    abs_ref = r.abs()
+    max_abs = float(diff.max())  # NaN if any difference is NaN
+    if math.isfinite(max_abs):
+        within = diff <= abs_ref.mul(rtol).add_(atol)
+        if bool(within.all()):
+            return Comparison(True, max_abs, float(diff.div_(abs_ref.clamp_min_(1e-12)).max()))
+        return _mismatch(~within, o, r, max_abs, 0.0, rtol, atol, path)
+    tol = abs_ref.mul_(rtol).add_(atol)
+    # Slow path, only with NaN/Inf present: they must match exactly (same position, same sign).
+    bad = (diff > tol) | (torch.isnan(o) ^ torch.isnan(r)) | ((torch.isinf(o) | torch.isinf(r)) & (o != r))
     finite = torch.isfinite(diff)
-    if not bool(finite.all()):
-        bad |= (torch.isnan(o) ^ torch.isnan(r)) | ((torch.isinf(o) | torch.isinf(r)) & (o != r))
-        diff = torch.where(finite, diff, torch.zeros_like(diff))
-    max_abs = float(diff.max())
-    max_rel = float((diff / r.abs().clamp_min(1e-12)).max())
+    max_abs = float(torch.where(finite, diff, torch.zeros_like(diff)).max())
     if not bool(bad.any()):
-        return Comparison(True, max_abs, max_rel)
-    return _mismatch(bad, o, r, max_abs, max_rel, rtol, atol, path)
+        return Comparison(True, max_abs, 0.0)
+    return _mismatch(bad, o, r, max_abs, 0.0, rtol, atol, path)
 
 
 def _mismatch(

@@ -117,7 +117,7 @@ def aliased(outputs: Any, others: list[torch.Tensor]) -> bool:
 def mutated(before: list[Any], after: list[Any]) -> bool:
     """Whether any input tensor changed value (NaN-aware) during the candidate's forward."""
     for b, a in zip(before, after, strict=True):
-        if isinstance(b, torch.Tensor) and not torch.equal(b.nan_to_num(), a.nan_to_num()):
+        if isinstance(b, torch.Tensor) and not torch.equal(b, a) and not torch.equal(b.nan_to_num(), a.nan_to_num()):
             return True
     return False
 
@@ -142,7 +142,6 @@ def poison_allocator(like: list[torch.Tensor]) -> None:
     blocks = []
     for t in like:
         fill = float("nan") if t.is_floating_point() else -12345
-        blocks.append(torch.full(t.shape, fill, dtype=t.dtype, device=t.device))
         blocks.append(torch.full(t.shape, fill, dtype=t.dtype, device=t.device))
     del blocks
 

@@ -301,7 +301,15 @@ def _preload_for(backend: str) -> None:
 
 
 def _warm() -> None:
-    import torch  # noqa: F401
+    """Pay one-time initialisation here, once, instead of in every forked evaluation."""
+    import torch
+
+    from kernelrl.evaluate.guards import OpCounter
+    from kernelrl.evaluate.kernel_calls import install_extension_counter
+
+    install_extension_counter()  # imports torch.utils.cpp_extension (~0.1 s) once, here
+    with OpCounter():  # the Python dispatcher's first use costs seconds; tensors are tiny (no thread pool)
+        torch.empty(4).add_(1).relu_()
 
     from kernelrl.native.build import compiler_for, compiler_identity
 

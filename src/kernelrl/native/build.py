@@ -109,5 +109,9 @@ def build_shared_library(source: str, language: str = "c++", extra_flags: tuple[
         log = (proc.stdout + proc.stderr).replace(str(src_path), file_name).replace(tmp + "/", "")
         if proc.returncode != 0:
             raise CompileError(f"{compiler} failed (exit {proc.returncode})", log, source, file_name)
-        os.replace(out_path, target)
+        try:
+            os.replace(out_path, target)
+        except OSError:
+            if not target.exists():  # not a lost race with a concurrent builder of the same kernel
+                raise
     return target
