@@ -138,3 +138,32 @@ def test_load_inline_candidates_are_accepted_and_cached() -> None:
         second = pool.evaluate(TASK, Candidate(LOAD_INLINE))
         assert second.status == Status.OK
         assert second.stage_seconds("build") < first.stage_seconds("build") / 5
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton is not installed")
+def test_interpreter_gaps_are_named() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the interpreter path is not used")
+    autotuned = TRITON.replace(
+        "@triton.jit",
+        '@triton.autotune(configs=[triton.Config({"BLOCK": 256})], key=["n"])\n@triton.jit',
+    ).replace("scaled_relu_kernel[(triton.cdiv(n, 1024),)](x, y, n, self.scale, BLOCK=1024)",
+              'scaled_relu_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, n, self.scale)')
+    with EvalPool(workers=1) as pool:
+        result = pool.evaluate(TASK, Candidate(autotuned, backend="triton"))
+    assert result.status == Status.RUNTIME_ERROR
+    assert "autotune is not supported by the Triton interpreter" in result.error
+
+
+def test_gpu_check_script_runs_every_backend() -> None:
+    """bench/gpu_check.py: real timings on a GPU machine; here, the CPU-only verdicts."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "bench" / "gpu_check.py"
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "cpu     ok" in proc.stdout and "triton  ok" in proc.stdout

@@ -18,8 +18,10 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
+import kernelrl
 from kernelrl.evaluate.candidate import Candidate
 from kernelrl.evaluate.config import EvalConfig, default_workers
 from kernelrl.evaluate.protocol import MessageReader, ProtocolError, write_message
@@ -55,13 +57,17 @@ class Worker:
 
     def start(self) -> None:
         command = [sys.executable, "-m", "kernelrl.evaluate.supervisor"]
+        # Workers import the same kernelrl as this process (a checkout may shadow an installed copy).
+        package_root = str(Path(kernelrl.__file__).resolve().parents[1])
+        paths = [package_root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+        python_path = {"PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
         if self.sandbox:
             cache = str(cache_dir())
             prepare_cache(cache)
-            env = {**sandbox_env(cache), **self.env, "PYTHONUNBUFFERED": "1"}
+            env = {**sandbox_env(cache), **python_path, **self.env, "PYTHONUNBUFFERED": "1"}
             command = [*bwrap_command(cache), *command]
         else:
-            env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
+            env = {**os.environ, **python_path, **self.env, "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen(
             command,
             stdin=subprocess.PIPE,
