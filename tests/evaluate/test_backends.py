@@ -148,7 +148,7 @@ def test_interpreter_gaps_are_named() -> None:
         pytest.skip("a GPU is present: the interpreter path is not used")
     autotuned = TRITON.replace(
         "@triton.jit",
-        '@triton.autotune(configs=[triton.Config({"BLOCK": 256})], key=["n"])\n@triton.jit',
+        '@triton.autotune(configs=[triton.Config({"BLOCK": 256}), triton.Config({"BLOCK": 1024})], key=["n"])\n@triton.jit',
     ).replace("scaled_relu_kernel[(triton.cdiv(n, 1024),)](x, y, n, self.scale, BLOCK=1024)",
               'scaled_relu_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, n, self.scale)')
     with EvalPool(workers=1) as pool:
