@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelrl.agent import EpisodeConfig, LocalPolicy, PromptConfig, TransformersGenerator, make_policy, run_episode
+from kernelrl.agent import (
+    EpisodeConfig,
+    LocalPolicy,
+    PromptConfig,
+    TransformersGenerator,
+    make_policy,
+    run_episode,
+)
 from kernelrl.agent.policies.local import fallback_chat_format
 from kernelrl.evaluate import EvalPool
 from tests.agent.helpers import fenced, relu_task

@@ -6,7 +6,14 @@ import json
 
 import pytest
 
-from kernelrl.agent import PromptConfig, extract_code, format_feedback, initial_messages, task_prompt, truncate_to_tokens
+from kernelrl.agent import (
+    PromptConfig,
+    extract_code,
+    format_feedback,
+    initial_messages,
+    task_prompt,
+    truncate_to_tokens,
+)
 from kernelrl.agent.feedback import approx_tokens
 from tests.agent.helpers import relu_task
 
