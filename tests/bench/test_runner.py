@@ -89,3 +89,21 @@ def test_report_plots_and_export(tmp_path: Path, tasks, pool: EvalPool) -> None:
     assert all(r["messages"][-1]["role"] == "assistant" and "reward" in r for r in records)
     assert export_jsonl(run.trajectories, tmp_path / "sft.jsonl", "sft") == 4
     assert export_jsonl(run.trajectories, tmp_path / "rft.jsonl", "rft", min_speedup=1e9) == 0
+
+
+class FailsOnOneTask(ScriptedPolicy):
+    """A policy with a bug for one task: the runner must report it, keep going, and retry it later."""
+
+    def complete(self, messages, tools=None, context=None):
+        if context is not None and context.task_id == "level1/1_scaled_relu":
+            raise RuntimeError("policy bug")
+        return super().complete(messages, tools, context)
+
+
+def test_an_episode_that_raises_is_reported_and_retried(tmp_path: Path, tasks, pool: EvalPool, capsys) -> None:
+    out = tmp_path / "run"
+    run = run_bench(tasks, FailsOnOneTask(ANSWERS), out, config(samples=2), pool=pool, progress=False)
+    assert run.errors == 2 and run.ran == 2 and {t.task_id for t in run.trajectories} == {"level2/1_scale_bias_relu"}
+    assert "policy bug" in capsys.readouterr().err
+    retry = run_bench(tasks, ScriptedPolicy(ANSWERS), out, config(samples=2), pool=pool, progress=False)
+    assert retry.ran == 2 and retry.skipped == 2 and retry.errors == 0 and len(retry.trajectories) == 4

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import concurrent.futures as cf
+import queue
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,7 @@ class BenchRun:
     ran: int
     skipped: int
     interrupted: bool = False
+    errors: int = 0  # episodes that raised (not recorded; a restart retries them)
 
 
 def _check_resume(store: RunStore, config: dict[str, Any]) -> None:
@@ -87,7 +89,9 @@ def run_bench(
     """Run `samples` episodes per task, appending each finished trajectory to `out_dir/results.jsonl`.
 
     A restart with the same settings skips every (task, sample) already recorded; more samples than
-    before only runs the new ones. Ctrl-C stops scheduling, keeps what finished, and returns.
+    before only runs the new ones. Ctrl-C stops scheduling, keeps what finished, and returns at once
+    (episodes still in flight are abandoned and run again on the next start). An episode that fails
+    with an unexpected error is reported and left unrecorded, so a restart retries it.
     """
     config = config or BenchConfig()
     store = RunStore(out_dir)
@@ -95,37 +99,62 @@ def run_bench(
                   "tasks": [t.id for t in tasks]}
     _check_resume(store, run_config)
     store.write_config(run_config)
-    done = store.done()
-    todo = [(task, s) for task in tasks for s in range(config.samples) if (task.id, s) not in done]
+    wanted = {(t.id, s) for t in tasks for s in range(config.samples)}
+    done = store.done() & wanted
+    todo: queue.Queue[tuple[Task, int]] = queue.Queue()
+    for task in tasks:
+        for sample in range(config.samples):
+            if (task.id, sample) not in done:
+                todo.put((task, sample))
+    total = todo.qsize()
     own_pool = pool is None
     pool = pool or EvalPool(workers=workers, config=config.eval)
-    bar = _progress_bar(len(todo), len(done & {(t.id, s) for t in tasks for s in range(config.samples)}), progress)
-    ran, interrupted = 0, False
-    executor = cf.ThreadPoolExecutor(max_workers=max(1, config.concurrency), thread_name_prefix="bench-episode")
+    finished: queue.Queue[tuple[str, int, Trajectory | BaseException]] = queue.Queue()
+    stop = threading.Event()
+
+    def work() -> None:
+        while not stop.is_set():
+            try:
+                task, sample = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                outcome: Trajectory | BaseException = run_episode(task, policy, pool, config.episode, sample, config.eval)
+            except Exception as exc:  # a bug or a closed pool: report, leave unrecorded for a retry
+                outcome = exc
+            finished.put((task.id, sample, outcome))
+
+    threads = [threading.Thread(target=work, daemon=True, name=f"bench-episode-{i}")
+               for i in range(max(1, min(config.concurrency, total)))]
+    bar = _progress_bar(total, len(done), progress)
+    ran, correct, errors, interrupted = 0, 0, 0, False
     try:
-        futures = {
-            executor.submit(run_episode, task, policy, pool, config.episode, sample, config.eval): (task.id, sample)
-            for task, sample in todo
-        }
-        correct = 0
-        for future in cf.as_completed(futures):
-            trajectory = future.result()
-            store.append(trajectory)
-            ran += 1
-            correct += trajectory.best_turn is not None
+        for thread in threads:
+            thread.start()
+        for _ in range(total):
+            task_id, sample, outcome = finished.get()
+            if isinstance(outcome, BaseException):
+                errors += 1
+                print(f"\nepisode {task_id} sample {sample} failed: {outcome!r}", file=sys.stderr)
+            else:
+                store.append(outcome)
+                ran += 1
+                correct += outcome.best_turn is not None
             bar.update(1)
             bar.set_postfix(correct=f"{correct}/{ran}")
     except KeyboardInterrupt:
         interrupted = True
         print("\ninterrupted: finished episodes are saved; run the same command again to resume", file=sys.stderr)
     finally:
-        executor.shutdown(wait=not interrupted, cancel_futures=True)
+        stop.set()
         bar.close()
-        if own_pool:
-            pool.close()
-    wanted = {(t.id, s) for t in tasks for s in range(config.samples)}
+        if own_pool:  # after Ctrl-C, close in the background: evaluations in flight are abandoned
+            closer = threading.Thread(target=pool.close, daemon=True)
+            closer.start()
+            if not interrupted:
+                closer.join()
     trajectories = [t for t in store.load() if (t.task_id, t.sample) in wanted]
-    return BenchRun(store.dir, trajectories, ran=ran, skipped=len(wanted) - len(todo), interrupted=interrupted)
+    return BenchRun(store.dir, trajectories, ran=ran, skipped=len(done), interrupted=interrupted, errors=errors)
 
 
 def _progress_bar(total: int, already: int, enabled: bool) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,10 @@ def run(args: argparse.Namespace) -> int:
     except (TaskError, ValueError, FileNotFoundError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.samples > 1 and args.temperature == 0 and args.policy != "scripted":
+        print("note: --samples > 1 at --temperature 0 gives near-identical samples; pass@k>1 needs sampling",
+              file=sys.stderr)
+    signal.signal(signal.SIGTERM, _interrupt)
     print(f"bench: {len(tasks)} tasks x {args.samples} samples, up to {args.turns} turn(s), policy {policy.name}, "
           f"backend {args.backend}, out {args.out}", file=sys.stderr)
     try:
@@ -115,10 +120,16 @@ def run(args: argparse.Namespace) -> int:
     except ResumeMismatch as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"ran {result.ran} episode(s), skipped {result.skipped} already finished", file=sys.stderr)
+    print(f"ran {result.ran} episode(s), skipped {result.skipped} already finished"
+          + (f", {result.errors} failed with errors (not recorded; run again to retry)" if result.errors else ""),
+          file=sys.stderr)
     summary = write_report(result.trajectories, result.directory, title=f"kernelrl bench: {policy.name} on {args.suite}")
     print_summary(summary, result.directory)
     return 130 if result.interrupted else 0
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def print_summary(summary: dict[str, Any], directory: Path) -> None:
