@@ -131,3 +131,26 @@ def test_a_model_trained_here_writes_a_correct_kernel(model_dir: Path, pool: Eva
     turn = traj.turns[0]
     assert turn.response == ANSWER and turn.usage.completion_tokens == len(a_ids)
     assert turn.status == "ok", turn.feedback
+
+
+def test_concurrent_requests_are_batched(model_dir: Path) -> None:
+    import threading
+
+    policy = LocalPolicy(model=str(model_dir), max_tokens=6, max_batch=4, batch_wait_s=0.5)
+    prompts = ["a", "def forward", "a", "class ModelNew"]
+    outs: dict[int, object] = {}
+
+    def ask(i: int) -> None:
+        outs[i] = policy.complete([{"role": "user", "content": prompts[i]}])
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert max(policy.batcher.batch_sizes) > 1 and sum(policy.batcher.batch_sizes) == 4
+    tok = policy.generator.tokenizer
+    for i, out in outs.items():
+        rendered = policy.generator.render([{"role": "user", "content": prompts[i]}])
+        assert out.usage.prompt_tokens == len(tok(rendered, add_special_tokens=False)["input_ids"])
+    assert outs[0].text == outs[2].text

@@ -20,6 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--max-tokens", type=int, default=4096, help="tokens per model answer")
     p.add_argument("--max-concurrency", type=int, default=8, help="requests in flight to the endpoint")
+    p.add_argument("--max-batch", type=int, default=8, help="transformers: requests generated together")
     p.add_argument("--retries", type=int, default=4, help="retries per request (exponential backoff)")
     p.add_argument("--request-timeout", type=float, default=300.0, help="seconds per request")
     p.add_argument("--samples", type=int, default=1, help="episodes per task (K for pass@k)")
@@ -78,7 +79,8 @@ def build_policy(args: argparse.Namespace) -> Any:
     if args.policy in ("transformers", "local"):
         if not args.model:
             raise ValueError("--policy transformers needs --model (a local path)")
-        return make_policy("transformers", model=args.model, max_tokens=args.max_tokens, temperature=args.temperature)
+        return make_policy("transformers", model=args.model, max_tokens=args.max_tokens,
+                           temperature=args.temperature, max_batch=args.max_batch)
     return make_policy(args.policy)
 
 

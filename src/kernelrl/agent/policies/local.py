@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import concurrent.futures as cf
+import queue
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -99,9 +102,47 @@ class TransformersGenerator:
         return results
 
 
+class _Batcher:
+    """Collects concurrent requests (one per episode thread) into batched `generate` calls."""
+
+    def __init__(self, generator: Generator, max_batch: int, wait_s: float) -> None:
+        self.generator, self.max_batch, self.wait_s = generator, max_batch, wait_s
+        self.requests: queue.Queue[tuple[str, int, float, int | None, cf.Future[Generation]]] = queue.Queue()
+        self.batch_sizes: list[int] = []
+        threading.Thread(target=self._loop, daemon=True, name="local-policy-batcher").start()
+
+    def submit(self, prompt: str, max_tokens: int, temperature: float, seed: int | None) -> Generation:
+        future: cf.Future[Generation] = cf.Future()
+        self.requests.put((prompt, max_tokens, temperature, seed, future))
+        return future.result()
+
+    def _loop(self) -> None:
+        while True:
+            batch = [self.requests.get()]
+            deadline = time.monotonic() + self.wait_s
+            while len(batch) < self.max_batch:
+                try:
+                    batch.append(self.requests.get(timeout=max(0.0, deadline - time.monotonic())))
+                except queue.Empty:
+                    break
+            self.batch_sizes.append(len(batch))
+            _, _, temperature, seed, _ = batch[0]
+            try:  # one call per batch: the first request's sampling settings and seed apply to all
+                outs = self.generator.generate([b[0] for b in batch], max(b[1] for b in batch), temperature, seed)
+                for item, out in zip(batch, outs, strict=True):
+                    item[4].set_result(out)
+            except Exception as exc:
+                for item in batch:
+                    item[4].set_exception(exc)
+
+
 @POLICIES.register("transformers", "local")
 class LocalPolicy:
-    """A policy over any `Generator`; by default a transformers model loaded from `model` (a path)."""
+    """A policy over any `Generator`; by default a transformers model loaded from `model` (a path).
+
+    With `max_batch > 1`, requests that arrive together (concurrent episodes of a bench run) are
+    generated as one batch; within a batch the first request's seed applies.
+    """
 
     supports_tools = False
 
@@ -112,6 +153,8 @@ class LocalPolicy:
         max_tokens: int = 2048,
         temperature: float = 0.0,
         device: str = "cpu",
+        max_batch: int = 1,
+        batch_wait_s: float = 0.05,
         name: str | None = None,
     ) -> None:
         if generator is None:
@@ -121,6 +164,7 @@ class LocalPolicy:
         self.generator = generator
         self.name = name or f"local:{model or type(generator).__name__}"
         self.max_tokens, self.temperature = max_tokens, temperature
+        self.batcher = _Batcher(generator, max_batch, batch_wait_s) if max_batch > 1 else None
 
     def complete(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
@@ -131,7 +175,10 @@ class LocalPolicy:
         prompt = self.generator.render(messages)
         seed = context.seed if context else None
         try:
-            (out,) = self.generator.generate([prompt], self.max_tokens, self.temperature, seed)
+            if self.batcher is not None:
+                out = self.batcher.submit(prompt, self.max_tokens, self.temperature, seed)
+            else:
+                (out,) = self.generator.generate([prompt], self.max_tokens, self.temperature, seed)
         except Exception as exc:
             raise PolicyError(f"{self.name}: generation failed: {exc}") from exc
         usage = Usage(prompt_tokens=out.prompt_tokens, completion_tokens=out.completion_tokens, calls=1)
