@@ -119,9 +119,13 @@ def plot(trajectories: list[Trajectory], summary: dict[str, Any], directory: Pat
     rows = [[level, str(s["tasks"]), _fmt(s["correct_rate"], True), _fmt(s["fast_p"]["strict"]["1"], True),
              _fmt(s["fast_p"]["at_least"]["1"], True), _speedup(s["geomean_speedup"])]
             for level, s in summary["by_level"].items()]
-    fig, ax = plt.subplots(figsize=(7, 0.6 + 0.35 * max(1, len(rows))))
+    fig, ax = plt.subplots(figsize=(7, 1.2 + 0.4 * max(1, len(rows))))
     ax.axis("off")
-    ax.table(cellText=rows, colLabels=["level", "tasks", "correct", "fast_1 >", "fast_1 >=", "geomean"], loc="center")
+    table = ax.table(cellText=rows, colLabels=["level", "tasks", "correct", "fast_1 (>)", "fast_1 (>=)", "geomean vs eager"],
+                     loc="center", cellLoc="center")
+    table.auto_set_font_size(False)
+    table.set_fontsize(9)
+    table.scale(1, 1.6)
     ax.set_title("Per level")
     written.append(_save(fig, directory / "per_level.png"))
     return [str(Path(directory.name) / Path(p).name) for p in written]
