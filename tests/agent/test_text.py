@@ -123,3 +123,11 @@ def test_feedback_without_code_asks_for_a_fenced_block() -> None:
     assert "```python" in format_feedback(None)
     with pytest.raises(ValueError):
         format_feedback(RESULT, mode="yaml")
+
+
+def test_budget_with_a_real_tokenizer_counter() -> None:
+    def words(text: str) -> int:  # a stand-in tokenizer: one token per whitespace-separated word
+        return len(text.split())
+
+    message = format_feedback(RESULT, max_tokens=40, count=words)
+    assert words(message) <= 40 and "undefined_symbol" in message

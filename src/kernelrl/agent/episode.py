@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kernelrl.agent.extract import extract_code
-from kernelrl.agent.feedback import format_feedback
+from kernelrl.agent.feedback import TokenCounter, approx_tokens, format_feedback
 from kernelrl.agent.policies.base import Policy, PolicyError, RequestContext
 from kernelrl.agent.prompts import PromptConfig, initial_messages
 from kernelrl.agent.records import Trajectory, Turn, Usage
@@ -77,14 +77,18 @@ def run_episode(
     sample: int = 0,
     eval_config: EvalConfig | None = None,
     reward_fn: RewardFn = default_reward,
+    count_tokens: TokenCounter = approx_tokens,
 ) -> Trajectory:
-    """Run up to `max_turns` answer-evaluate-feedback rounds for `task`; never raises for model failures."""
+    """Run up to `max_turns` answer-evaluate-feedback rounds for `task`; never raises for model failures.
+
+    `count_tokens` measures the feedback budget (pass the policy's tokenizer for exact counts).
+    """
     config = config or EpisodeConfig()
     backend = config.prompt.backend
     trajectory = Trajectory(task_id=task.id, backend=backend, sample=sample, level=task.level,
                             policy=getattr(policy, "name", type(policy).__name__))
     opening = initial_messages(task, config.prompt)
-    executor = ToolExecutor(pool, task, backend, eval_config, config.feedback_tokens) if config.tools else None
+    executor = ToolExecutor(pool, task, backend, eval_config, config.feedback_tokens, count_tokens) if config.tools else None
     for index in range(config.max_turns):
         messages = _conversation(opening, trajectory.turns, config.history)
         context = RequestContext(task_id=task.id, sample=sample, turn=index, seed=config.seed + 1000 * sample + index)
@@ -113,7 +117,7 @@ def run_episode(
             result = pool.evaluate(task, Candidate(code, backend), eval_config).to_dict()
         turn = Turn(index=index, messages=messages, response=response, code=code, result=result,
                     reward=reward_fn(result), usage=usage, tool_calls=tool_calls)
-        turn.feedback = format_feedback(result, config.feedback_mode, config.feedback_tokens, config.target_speedup)
+        turn.feedback = format_feedback(result, config.feedback_mode, config.feedback_tokens, config.target_speedup, count_tokens)
         trajectory.turns.append(turn)
         if config.target_speedup is not None and (turn.speedup or 0.0) >= config.target_speedup:
             trajectory.stop_reason = "target_reached"

@@ -6,7 +6,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from kernelrl.agent.feedback import approx_tokens, compact_result, truncate_to_tokens
+from kernelrl.agent.feedback import TokenCounter, approx_tokens, compact_result, truncate_to_tokens
 from kernelrl.evaluate.candidate import Candidate
 from kernelrl.evaluate.config import EvalConfig
 from kernelrl.evaluate.pool import EvalPool
@@ -42,10 +42,10 @@ class ToolExecutor:
     """Runs the model's tool calls for one task through the evaluation pool (never in this process)."""
 
     def __init__(self, pool: EvalPool, task: Task, backend: str, config: EvalConfig | None = None,
-                 max_tokens: int = 512) -> None:
+                 max_tokens: int = 512, count_tokens: TokenCounter = approx_tokens) -> None:
         self.pool, self.task, self.backend = pool, task, backend
         self.config = config or pool.config
-        self.max_tokens = max_tokens
+        self.max_tokens, self.count_tokens = max_tokens, count_tokens
         self.calls: list[dict[str, Any]] = []
 
     def config_for(self, tool: str) -> EvalConfig:
@@ -73,4 +73,4 @@ class ToolExecutor:
             data = {"compiled": built, **({"error": data["error"]} if not built and "error" in data else {})}
         elif tool == "verify":
             data.pop("timing", None)
-        return truncate_to_tokens(json.dumps(data, separators=(",", ":")), self.max_tokens, approx_tokens)
+        return truncate_to_tokens(json.dumps(data, separators=(",", ":")), self.max_tokens, self.count_tokens)

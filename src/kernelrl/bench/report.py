@@ -28,7 +28,7 @@ def _speedup(value: float | None) -> str:
 
 def metric_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
     """(label, value) pairs of the headline metrics of one summary block, clearly labelled."""
-    rows = [("tasks", str(s["tasks"])), ("samples", str(s["samples"])), ("correct (per sample)", _fmt(s["correct_rate"], True))]
+    rows = [("tasks", str(s["tasks"])), ("samples (all tasks)", str(s["samples"])), ("correct (per sample)", _fmt(s["correct_rate"], True))]
     rows += [(f"pass@{k}", _fmt(v, True)) for k, v in s["pass_at_k"].items()]
     rows.append(("geomean speedup vs eager (correct samples)", _speedup(s["geomean_speedup"])))
     rows.append(("geomean speedup vs torch.compile (correct samples)",
@@ -36,6 +36,10 @@ def metric_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
     for conv in CONVENTIONS:
         for p in ("1", "1.5", "2"):
             rows.append((f"fast_{p} vs eager, {conv} ({'>' if conv == 'strict' else '>='} {p}x)", _fmt(s["fast_p"][conv][p], True)))
+    if s.get("fast_p_compiled"):
+        for conv in CONVENTIONS:
+            rows.append((f"fast_1 vs torch.compile, {conv} ({'>' if conv == 'strict' else '>='} 1x)",
+                         _fmt(s["fast_p_compiled"][conv]["1"], True)))
     return rows
 
 
