@@ -46,6 +46,7 @@ def test_replay_answers_from_files_and_saved_runs(tmp_path: Path, pool: EvalPool
     (answers / "1.md").write_text(fenced(C.GOOD))
     first = run_episode(relu_task(), ScriptedPolicy(tmp_path / "answers"), pool, EpisodeConfig(max_turns=2))
     assert [t.status for t in first.turns] == ["runtime_error", "ok"]
+    assert "boom in forward" in first.turns[1].messages[-2]["content"]  # the fix saw the error
     saved = tmp_path / "results.jsonl"
     saved.write_text(first.to_json() + "\n")
     replayed = run_episode(relu_task(), ScriptedPolicy(saved), pool, EpisodeConfig(max_turns=2))

@@ -131,3 +131,8 @@ def test_budget_with_a_real_tokenizer_counter() -> None:
 
     message = format_feedback(RESULT, max_tokens=40, count=words)
     assert words(message) <= 40 and "undefined_symbol" in message
+
+
+def test_indented_fences_in_a_list_item() -> None:
+    indented = "".join("   " + line for line in MODEL.splitlines(keepends=True))
+    assert extract_code(f"1. The module:\n   ```python\n{indented}   ```\n2. Done.") == MODEL

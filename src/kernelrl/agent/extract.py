@@ -4,22 +4,25 @@ from __future__ import annotations
 
 import ast
 import re
+import textwrap
 
 # An opening fence (``` or ~~~, 3+), an optional info string, the body, the same fence closing it.
-FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n`]*)\n(?P<body>.*?)^(?P=fence)[ \t]*$", re.M | re.S)
+FENCE = re.compile(
+    r"^[ ]{0,3}(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n`]*)\n(?P<body>.*?)^[ ]{0,3}(?P=fence)[ \t]*$", re.M | re.S
+)
 PYTHON_TAGS = {"python", "py", "python3", "py3", "pytorch", ""}
 THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
 
 
 def fenced_blocks(text: str) -> list[tuple[str, str]]:
     """(language tag, body) of every closed fenced block, in order."""
-    return [(m.group("info").strip().split()[0].lower() if m.group("info").strip() else "", m.group("body"))
-            for m in FENCE.finditer(text)]
+    return [(m.group("info").strip().split()[0].lower() if m.group("info").strip() else "",
+             textwrap.dedent(m.group("body"))) for m in FENCE.finditer(text)]
 
 
 def _unclosed_block(text: str) -> str | None:
     """The body after the last opening fence when the answer was cut off before closing it."""
-    matches = list(re.finditer(r"^(`{3,}|~{3,})[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n", text, re.M))
+    matches = list(re.finditer(r"^[ ]{0,3}(`{3,}|~{3,})[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n", text, re.M))
     if not matches:
         return None
     last = matches[-1]
