@@ -38,3 +38,12 @@ def write_suite(root: Path) -> Path:
     source = example_task().source.replace('"level": 1, ', "").replace('"id": "example/scale_bias_relu", ', "")
     (root / "level2" / "1_scale_bias_relu.py").write_text(source)
     return root
+
+
+# Buggy candidates that still do their work in a real kernel (so anti-hacking checks let them through).
+WRONG_KERNEL = C.GOOD.replace("(x[i] > 0 ? x[i] : 0) * s;", "(x[i] > 0 ? x[i] : 0) * s + 0.5f;")  # incorrect
+BAD_CALL = C.GOOD.replace("x.numel(), self.scale)", "x.numel())")  # runtime error: 3 of 4 arguments
+SHORT_OUTPUT = C.GOOD.replace("y = torch.empty_like(x)", "y = torch.empty(x.numel() - 1)").replace(
+    "x.numel(), self.scale)", "x.numel() - 1, self.scale)"
+)  # incorrect: shape (4095,)
+assert WRONG_KERNEL != C.GOOD and BAD_CALL != C.GOOD and "- 1, self.scale" in SHORT_OUTPUT

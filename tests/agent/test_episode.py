@@ -7,12 +7,13 @@ from pathlib import Path
 
 from kernelrl.agent import EpisodeConfig, ScriptedPolicy, Trajectory, default_reward, run_episode
 from kernelrl.evaluate import EvalPool
+from tests.agent import helpers as H
 from tests.agent.helpers import example_kernel, example_task, fenced, relu_task
 from tests.evaluate import candidates as C
 
 
 def test_stops_when_the_target_speedup_is_reached(pool: EvalPool) -> None:
-    policy = ScriptedPolicy([fenced(C.WRONG_VALUES), fenced(example_kernel()), fenced(C.RAISES)])
+    policy = ScriptedPolicy([fenced(H.WRONG_KERNEL), fenced(example_kernel()), fenced(H.BAD_CALL)])
     traj = run_episode(example_task(), policy, pool, EpisodeConfig(max_turns=5, target_speedup=0.05))
     assert [t.status for t in traj.turns] == ["incorrect", "ok"]
     assert traj.stop_reason == "target_reached" and policy.calls(example_task().id) == 2
@@ -20,7 +21,7 @@ def test_stops_when_the_target_speedup_is_reached(pool: EvalPool) -> None:
 
 
 def test_unreachable_target_runs_all_turns_and_keeps_the_best(pool: EvalPool) -> None:
-    policy = ScriptedPolicy({"test/scaled_relu": [fenced(C.GOOD), "no code this time", fenced(C.WRONG_SHAPE)]})
+    policy = ScriptedPolicy({"test/scaled_relu": [fenced(C.GOOD), "no code this time", fenced(H.SHORT_OUTPUT)]})
     traj = run_episode(relu_task(), policy, pool, EpisodeConfig(max_turns=3, target_speedup=1e9, feedback_mode="json"))
     assert [t.status for t in traj.turns] == ["ok", "no_code", "incorrect"]
     assert traj.stop_reason == "max_turns" and traj.best_turn is traj.turns[0]
@@ -42,11 +43,11 @@ def test_trajectory_round_trips_through_json(pool: EvalPool) -> None:
 def test_replay_answers_from_files_and_saved_runs(tmp_path: Path, pool: EvalPool) -> None:
     answers = tmp_path / "answers" / "test__scaled_relu"
     answers.mkdir(parents=True)
-    (answers / "0.md").write_text(fenced(C.RAISES))
+    (answers / "0.md").write_text(fenced(H.BAD_CALL))
     (answers / "1.md").write_text(fenced(C.GOOD))
     first = run_episode(relu_task(), ScriptedPolicy(tmp_path / "answers"), pool, EpisodeConfig(max_turns=2))
     assert [t.status for t in first.turns] == ["runtime_error", "ok"]
-    assert "boom in forward" in first.turns[1].messages[-2]["content"]  # the fix saw the error
+    assert "takes 4 arguments" in first.turns[1].messages[-2]["content"]  # the fix saw the error
     saved = tmp_path / "results.jsonl"
     saved.write_text(first.to_json() + "\n")
     replayed = run_episode(relu_task(), ScriptedPolicy(saved), pool, EpisodeConfig(max_turns=2))

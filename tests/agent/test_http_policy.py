@@ -10,6 +10,7 @@ import pytest
 
 from kernelrl.agent import EpisodeConfig, OpenAIChatPolicy, PolicyError, RequestContext, run_episode
 from kernelrl.evaluate import EvalPool
+from tests.agent import helpers as H
 from tests.agent.chat_server import ChatServer
 from tests.agent.helpers import fenced, relu_task
 from tests.evaluate import candidates as C
@@ -44,7 +45,7 @@ def test_broken_then_fixed_after_feedback(pool: EvalPool) -> None:
 
 
 def test_history_last_keeps_only_the_opening_and_the_last_exchange(pool: EvalPool) -> None:
-    answers = [{"content": fenced(C.WRONG_VALUES)}, {"content": fenced(C.RAISES)}, {"content": fenced(C.WRONG_SHAPE)}]
+    answers = [{"content": fenced(H.WRONG_KERNEL)}, {"content": fenced(H.BAD_CALL)}, {"content": fenced(H.SHORT_OUTPUT)}]
     counter = iter(range(10))  # a truncated history hides the turn number: answer by request number
     with ChatServer(lambda req: answers[min(next(counter), 2)]) as server:
         policy = OpenAIChatPolicy(model="m", base_url=server.base_url, max_retries=0)
@@ -53,7 +54,7 @@ def test_history_last_keeps_only_the_opening_and_the_last_exchange(pool: EvalPoo
     assert traj.stop_reason == "max_turns"
     third = server.requests[2]["messages"]
     assert [m["role"] for m in third] == ["system", "user", "assistant", "user"]
-    assert "boom in forward" in third[-1]["content"] and "elements differ" not in third[-1]["content"]
+    assert "takes 4 arguments" in third[-1]["content"] and "elements differ" not in third[-1]["content"]
 
 
 def test_retries_with_backoff_after_server_errors() -> None:
@@ -100,7 +101,7 @@ def test_concurrency_limit_holds_at_the_server() -> None:
 def test_tool_calling_episode_runs_tools_against_the_pool(pool: EvalPool) -> None:
     script = [
         {"content": None, "tool_calls": [{"name": "compile", "arguments": {"code": C.C_COMPILE_ERROR}}]},
-        {"content": "", "tool_calls": [{"name": "verify", "arguments": {"code": C.WRONG_VALUES}},
+        {"content": "", "tool_calls": [{"name": "verify", "arguments": {"code": H.WRONG_KERNEL}},
                                        {"name": "profile", "arguments": {"code": C.GOOD}}]},
         {"content": fenced(C.GOOD, "Verified and profiled; final answer:")},
     ]

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.agent import helpers as H
 from tests.agent.chat_server import ChatServer
 from tests.agent.helpers import example_kernel, fenced, write_suite
 from tests.evaluate import candidates as C
@@ -84,7 +85,7 @@ def test_compare_report_and_export(tmp_path: Path) -> None:
     suite = write_suite(tmp_path / "suite")
     answers = tmp_path / "answers"
     (answers / "level1__1_scaled_relu").mkdir(parents=True)
-    (answers / "level1__1_scaled_relu" / "0.md").write_text(fenced(C.WRONG_VALUES))
+    (answers / "level1__1_scaled_relu" / "0.md").write_text(fenced(H.WRONG_KERNEL))
     (answers / "level2__1_scale_bias_relu.md").write_text(fenced(example_kernel()))
     common = ["--suite", str(suite), "--policy", "scripted", "--answers", str(answers), "--workers", "1",
               "--trials", "2", "--timing-trials", "3", "--no-progress"]
