@@ -93,9 +93,20 @@ def test_compare_report_and_export(tmp_path: Path) -> None:
     assert one.returncode == 0, one.stderr
     assert "correct (per sample)" in one.stdout and "50.0%" in one.stdout
     saved = tmp_path / "a" / "results.jsonl"
-    two = subprocess.run(kernelrl("bench", *common[:4], "--answers", str(saved), *common[6:], "--turns", "2",
-                                  "--out", str(tmp_path / "b")), env=env(), capture_output=True, text=True, timeout=240)
+    yaml_config = tmp_path / "bench.yaml"
+    yaml_config.write_text("episode:\n  max_turns: 1\n  feedback_mode: json\neval:\n  correctness_trials: 2\n"
+                           "  timing_trials: 3\n")
+    two = subprocess.run(kernelrl("bench", *common[:4], "--answers", str(saved), "--workers", "1", "--no-progress",
+                                  "--config", str(yaml_config), "--turns", "2", "--out", str(tmp_path / "b")),
+                         env=env(), capture_output=True, text=True, timeout=240)
     assert two.returncode == 0, two.stderr
+    saved_config = json.loads((tmp_path / "b" / "config.json").read_text())
+    assert saved_config["episode"]["max_turns"] == 2 and saved_config["episode"]["feedback_mode"] == "json"
+    assert saved_config["eval"]["timing_trials"] == 3 and '"max_turns":2' in two.stderr  # printed at start
+    yaml_config.write_text("episode:\n  max_turn: 3\n")
+    typo = subprocess.run(kernelrl("bench", *common, "--config", str(yaml_config), "--out", str(tmp_path / "c")),
+                          env=env(), capture_output=True, text=True, timeout=120)
+    assert typo.returncode == 2 and "unknown bench config keys: episode.max_turn" in typo.stderr
     cmp = subprocess.run(kernelrl("bench", "compare", str(tmp_path / "a"), str(tmp_path / "b"), "--markdown",
                                   str(tmp_path / "cmp.md")), env=env(), capture_output=True, text=True, timeout=120)
     assert cmp.returncode == 0, cmp.stderr

@@ -11,6 +11,7 @@ from typing import Any
 
 from kernelrl.agent.episode import EpisodeConfig, run_episode
 from kernelrl.agent.policies.base import Policy
+from kernelrl.agent.prompts import PromptConfig
 from kernelrl.agent.records import Trajectory
 from kernelrl.bench.store import RunStore
 from kernelrl.evaluate.config import EvalConfig
@@ -46,6 +47,33 @@ class BenchConfig:
     def to_dict(self) -> dict[str, Any]:
         return {"samples": self.samples, "episode": self.episode.to_dict(), "eval": self.eval.to_dict(),
                 "concurrency": self.concurrency, "suite": self.suite}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BenchConfig:
+        """Validated config from plain data (e.g. YAML); unknown keys are errors."""
+        unknown = set(data) - set(cls.__dataclass_fields__)
+        episode = dict(data.get("episode") or {})
+        unknown |= {f"episode.{k}" for k in set(episode) - set(EpisodeConfig.__dataclass_fields__)}
+        prompt = episode.get("prompt") or {}
+        unknown |= {f"episode.prompt.{k}" for k in set(prompt) - set(PromptConfig.__dataclass_fields__)}
+        if unknown:
+            raise ValueError(f"unknown bench config keys: {', '.join(sorted(unknown))}")
+        if prompt:
+            episode["prompt"] = PromptConfig(**prompt)
+        return cls(**{**data, "episode": EpisodeConfig(**episode), "eval": EvalConfig.from_dict(data.get("eval") or {})})
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> BenchConfig:
+        """Load a YAML (or JSON) bench config."""
+        import yaml
+
+        try:
+            data = yaml.safe_load(Path(path).read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{path}: cannot parse: {exc}") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: a bench config must be a mapping")
+        return cls.from_dict(data)
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 from pathlib import Path
@@ -23,23 +24,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-batch", type=int, default=8, help="transformers: requests generated together")
     p.add_argument("--retries", type=int, default=4, help="retries per request (exponential backoff)")
     p.add_argument("--request-timeout", type=float, default=300.0, help="seconds per request")
-    p.add_argument("--samples", type=int, default=1, help="episodes per task (K for pass@k)")
-    p.add_argument("--turns", type=int, default=1, help="maximum turns per episode")
-    p.add_argument("--history", choices=["all", "last"], default="all")
-    p.add_argument("--feedback", choices=["text", "json"], default="text")
-    p.add_argument("--feedback-tokens", type=int, default=512)
+    p.add_argument("--config", help="bench config (YAML); the flags below override it")
+    p.add_argument("--samples", type=int, help="episodes per task (K for pass@k; default 1)")
+    p.add_argument("--turns", type=int, help="maximum turns per episode (default 1)")
+    p.add_argument("--history", choices=["all", "last"], help="conversation kept between turns (default all)")
+    p.add_argument("--feedback", choices=["text", "json"], help="feedback format (default text)")
+    p.add_argument("--feedback-tokens", type=int, help="token budget of one feedback message (default 512)")
     p.add_argument("--target-speedup", type=float, help="stop an episode once a correct kernel is this fast")
-    p.add_argument("--tools", action="store_true", help="tool-calling variant (compile/verify/profile tools)")
-    p.add_argument("--backend", choices=["cpu", "triton", "cuda"], default="cpu")
+    p.add_argument("--tools", action="store_true", default=None, help="tool-calling variant (compile/verify/profile)")
+    p.add_argument("--backend", choices=["cpu", "triton", "cuda"], help="kernel backend (default cpu)")
     p.add_argument("--out", default="runs/bench", help="run directory (results.jsonl, report.md, plots/)")
     p.add_argument("--workers", type=int, help="evaluation workers (default: one per core or GPU)")
-    p.add_argument("--concurrency", type=int, default=8, help="episodes in flight")
-    p.add_argument("--trials", type=int, default=5, help="correctness trials")
-    p.add_argument("--timing-trials", type=int, default=20)
-    p.add_argument("--compile-baseline", action="store_true", help="also time torch.compile(reference)")
-    p.add_argument("--threads", type=int, default=1, help="CPU threads per evaluation")
+    p.add_argument("--concurrency", type=int, help="episodes in flight (default 8)")
+    p.add_argument("--trials", type=int, help="correctness trials (default 5)")
+    p.add_argument("--timing-trials", type=int, help="timing trials (default 20)")
+    p.add_argument("--compile-baseline", action="store_true", default=None, help="also time torch.compile(reference)")
+    p.add_argument("--threads", type=int, help="CPU threads per evaluation (default 1)")
     p.add_argument("--max-mb", type=float, help="shrink each task's sizes to fit this many MB")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, help="base sampling seed (default 0)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(handler=run)
     actions = p.add_subparsers(dest="bench_command", metavar="ACTION")
@@ -57,6 +59,42 @@ def register(sub: argparse._SubParsersAction) -> None:
     exp.add_argument("--min-speedup", type=float)
     exp.add_argument("--output", required=True)
     exp.set_defaults(handler=run_export)
+
+
+# flag -> (section, key) of BenchConfig.to_dict(); a flag given on the command line wins over --config.
+OVERRIDES = {
+    "samples": ((), "samples"),
+    "concurrency": ((), "concurrency"),
+    "turns": (("episode",), "max_turns"),
+    "history": (("episode",), "history"),
+    "feedback": (("episode",), "feedback_mode"),
+    "feedback_tokens": (("episode",), "feedback_tokens"),
+    "target_speedup": (("episode",), "target_speedup"),
+    "tools": (("episode",), "tools"),
+    "seed": (("episode",), "seed"),
+    "backend": (("episode", "prompt"), "backend"),
+    "trials": (("eval",), "correctness_trials"),
+    "timing_trials": (("eval",), "timing_trials"),
+    "compile_baseline": (("eval",), "compile_baseline"),
+    "threads": (("eval",), "num_threads"),
+}
+
+
+def bench_config(args: argparse.Namespace) -> Any:
+    """The run's config: defaults, then --config, then explicit flags."""
+    from kernelrl.bench import BenchConfig
+
+    base = BenchConfig.from_file(args.config) if args.config else BenchConfig()
+    data = base.to_dict()
+    for flag, (path, key) in OVERRIDES.items():
+        value = getattr(args, flag)
+        if value is not None:
+            section = data
+            for part in path:
+                section = section[part]
+            section[key] = value
+    data["suite"] = str(args.suite)
+    return BenchConfig.from_dict(data)
 
 
 def build_policy(args: argparse.Namespace) -> Any:
@@ -85,9 +123,7 @@ def build_policy(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kernelrl.agent import EpisodeConfig, PromptConfig
-    from kernelrl.bench import BenchConfig, ResumeMismatch, run_bench, write_report
-    from kernelrl.evaluate import EvalConfig
+    from kernelrl.bench import ResumeMismatch, run_bench, write_report
     from kernelrl.tasks import TaskError, load_tasks
 
     if not args.suite:
@@ -95,28 +131,18 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         tasks = load_tasks(args.suite, max_bytes=int(args.max_mb * 2**20) if args.max_mb else None)
-        config = BenchConfig(
-            samples=args.samples,
-            episode=EpisodeConfig(
-                max_turns=args.turns, history=args.history, feedback_mode=args.feedback,
-                feedback_tokens=args.feedback_tokens, target_speedup=args.target_speedup, tools=args.tools,
-                seed=args.seed, prompt=PromptConfig(backend=args.backend),
-            ),
-            eval=EvalConfig(correctness_trials=args.trials, timing_trials=args.timing_trials,
-                            compile_baseline=args.compile_baseline, num_threads=args.threads),
-            concurrency=args.concurrency,
-            suite=str(args.suite),
-        )
+        config = bench_config(args)
         policy = build_policy(args)
     except (TaskError, ValueError, FileNotFoundError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.samples > 1 and args.temperature == 0 and args.policy != "scripted":
+    if config.samples > 1 and args.temperature == 0 and args.policy != "scripted":
         print("note: --samples > 1 at --temperature 0 gives near-identical samples; pass@k>1 needs sampling",
               file=sys.stderr)
     signal.signal(signal.SIGTERM, _interrupt)
-    print(f"bench: {len(tasks)} tasks x {args.samples} samples, up to {args.turns} turn(s), policy {policy.name}, "
-          f"backend {args.backend}, out {args.out}", file=sys.stderr)
+    print(f"bench: {len(tasks)} tasks x {config.samples} samples, up to {config.episode.max_turns} turn(s), "
+          f"policy {policy.name}, backend {config.episode.prompt.backend}, out {args.out}", file=sys.stderr)
+    print("config: " + json.dumps(config.to_dict(), separators=(",", ":")), file=sys.stderr)
     try:
         result = run_bench(tasks, policy, args.out, config, workers=args.workers, progress=not args.no_progress)
     except ResumeMismatch as exc:
