@@ -126,3 +126,19 @@ def test_policy_error_ends_the_episode_cleanly(pool: EvalPool) -> None:
         traj = run_episode(relu_task(), policy, pool, EpisodeConfig(max_turns=2))
     assert traj.stop_reason == "policy_error" and traj.turns == [] and "500" in traj.error
     assert RequestContext().seed is None
+
+
+def test_tool_call_limit_then_a_final_request_without_tools(pool: EvalPool) -> None:
+    def reply(request: dict[str, Any]) -> dict[str, Any]:
+        if "tools" not in request:
+            return {"content": fenced(C.GOOD)}
+        return {"content": "", "tool_calls": [{"name": "compile", "arguments": {"code": C.GOOD}},
+                                              {"name": "profile", "arguments": {"code": C.GOOD}}]}
+
+    with ChatServer(reply) as server:
+        policy = OpenAIChatPolicy(model="m", base_url=server.base_url, max_retries=0)
+        traj = run_episode(relu_task(), policy, pool, EpisodeConfig(max_turns=1, tools=True, max_tool_calls=1))
+    assert len(server.requests) == 2 and "tools" not in server.requests[1]
+    tool_messages = [m for m in server.requests[1]["messages"] if m["role"] == "tool"]
+    assert '"compiled":true' in tool_messages[0]["content"] and "limit reached" in tool_messages[1]["content"]
+    assert traj.turns[0].tool_calls == 1 and traj.turns[0].status == "ok"

@@ -93,20 +93,28 @@ def run_episode(
         messages = _conversation(opening, trajectory.turns, config.history)
         context = RequestContext(task_id=task.id, sample=sample, turn=index, seed=config.seed + 1000 * sample + index)
         usage, tool_calls = Usage(), 0
+        offer = TOOL_SCHEMAS if executor else None
         try:
             while True:
-                completion = policy.complete(messages, TOOL_SCHEMAS if executor else None, context)
+                completion = policy.complete(messages, offer, context)
                 usage.add(completion.usage)
                 messages = [*messages, completion.message()]
-                if not (executor and completion.tool_calls) or tool_calls >= config.max_tool_calls:
+                if executor is None or offer is None or not completion.tool_calls:
+                    if completion.tool_calls:  # unanswerable calls would make the history invalid
+                        messages[-1] = {"role": "assistant", "content": completion.text}
                     break
                 for call in completion.tool_calls:
-                    tool_calls += 1
-                    try:
-                        answer, _ = executor.run(call.name, call.parsed_arguments())
-                    except ValueError as exc:
-                        answer = json.dumps({"error": f"bad arguments: {exc}"})
+                    if tool_calls >= config.max_tool_calls:
+                        answer = json.dumps({"error": "tool call limit reached: reply with the final module"})
+                    else:
+                        tool_calls += 1
+                        try:
+                            answer, _ = executor.run(call.name, call.parsed_arguments())
+                        except ValueError as exc:
+                            answer = json.dumps({"error": f"bad arguments: {exc}"})
                     messages.append({"role": "tool", "tool_call_id": call.id, "content": answer})
+                if tool_calls >= config.max_tool_calls:
+                    offer = None  # one last request without tools asks for the final answer
         except PolicyError as exc:
             trajectory.stop_reason, trajectory.error = "policy_error", str(exc)
             break
