@@ -74,6 +74,11 @@ def test_summary_per_turn_best_so_far_per_level_and_compiled_baseline() -> None:
     t1, t2 = s["by_turn"]
     assert t1["correct_rate"] == pytest.approx(2 / 4) and t2["correct_rate"] == pytest.approx(3 / 4)
     assert t1["geomean_speedup"] == pytest.approx(math.sqrt(4.0 * 0.5))
+    # that turn's own result: turn 2 of t1 sample 1 (1.0x) replaces its turn-1 4.0x; t2 carries turn 1 forward
+    own2 = s["at_turn"][1]
+    assert own2["correct_rate"] == pytest.approx(3 / 4)
+    assert own2["geomean_speedup"] == pytest.approx((2.0 * 1.0 * 0.5) ** (1 / 3))
+    assert s["at_turn"][0]["correct_rate"] == t1["correct_rate"]
     assert set(s["by_level"]) == {"1", "2"}
     assert s["by_level"]["1"]["correct_rate"] == 1.0 and s["by_level"]["2"]["correct_rate"] == 0.5
     assert s["stop_reasons"] == {"": 2, "max_turns": 1, "target_reached": 1}

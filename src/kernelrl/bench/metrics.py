@@ -73,9 +73,15 @@ def fast_p(outcomes_by_task: dict[str, list[Outcome]], p: float, convention: str
     return sum(fractions) / len(fractions) if fractions else None
 
 
-def turn_outcome(trajectory: Trajectory, turn: int | None) -> Outcome:
-    """Best correct result among turns 0..turn (None: all turns); an episode that stopped early carries forward."""
-    turns = trajectory.turns if turn is None else trajectory.turns[: turn + 1]
+def turn_outcome(trajectory: Trajectory, turn: int | None, best: bool = True) -> Outcome:
+    """Best correct result among turns 0..turn (None: all turns), or with `best=False` that turn's own result.
+
+    An episode that stopped before `turn` (target reached, policy error) carries its last turn forward.
+    """
+    if not best and trajectory.turns:
+        turns = [trajectory.turns[min(len(trajectory.turns) - 1, len(trajectory.turns) if turn is None else turn)]]
+    else:
+        turns = trajectory.turns if turn is None else trajectory.turns[: turn + 1]
     correct = [t for t in turns if t.correct]
     if not correct:
         return Outcome(False)
@@ -110,7 +116,8 @@ def summarize_outcomes(outcomes_by_task: dict[str, list[Outcome]], ks: Sequence[
 
 
 def summarize(trajectories: Sequence[Trajectory], ks: Sequence[int] | None = None) -> dict[str, Any]:
-    """All metrics: overall best over turns, per turn (best so far), and per level."""
+    """All metrics: overall best over turns, per turn (`by_turn`: best so far; `at_turn`: that turn's own
+    result), and per level."""
     by_task: dict[str, list[Trajectory]] = defaultdict(list)
     for traj in trajectories:
         by_task[traj.task_id].append(traj)
@@ -118,9 +125,9 @@ def summarize(trajectories: Sequence[Trajectory], ks: Sequence[int] | None = Non
     ks = sorted({k for k in (ks or (1, 5, 10, n_min)) if 1 <= k <= n_min})
     max_turns = max((len(t.turns) for t in trajectories), default=0)
 
-    def outcomes(turn: int | None, level: Any = "all") -> dict[str, list[Outcome]]:
+    def outcomes(turn: int | None, level: Any = "all", best: bool = True) -> dict[str, list[Outcome]]:
         return {
-            task: [turn_outcome(t, turn) for t in trajs]
+            task: [turn_outcome(t, turn, best) for t in trajs]
             for task, trajs in by_task.items()
             if level == "all" or trajs[0].level == level
         }
@@ -128,6 +135,7 @@ def summarize(trajectories: Sequence[Trajectory], ks: Sequence[int] | None = Non
     summary: dict[str, Any] = {"ks": ks, "p_values": list(P_VALUES), "conventions": CONVENTIONS}
     summary["overall"] = summarize_outcomes(outcomes(None), ks)
     summary["by_turn"] = [{"turn": i + 1, **summarize_outcomes(outcomes(i), ks)} for i in range(max_turns)]
+    summary["at_turn"] = [{"turn": i + 1, **summarize_outcomes(outcomes(i, best=False), ks)} for i in range(max_turns)]
     levels = sorted({t.level for t in trajectories}, key=lambda v: (v is None, v or 0))
     summary["by_level"] = {str(level): summarize_outcomes(outcomes(None, level), ks) for level in levels}
     usage = [t.usage for t in trajectories]

@@ -59,12 +59,14 @@ def markdown(summary: dict[str, Any], title: str, plots: list[str]) -> str:
         for conv in CONVENTIONS:
             lines.append(f"| {conv} | " + " | ".join(_fmt(o[key][conv][f'{p:g}'], True) for p in P_VALUES) + " |")
         lines.append("")
-    lines += ["## By turn (best so far)", "", "| turn | correct | pass@1 | fast_1 strict | fast_1 at least | geomean vs eager |",
-              "|---|---|---|---|---|---|"]
-    for t in summary["by_turn"]:
-        lines.append(f"| {t['turn']} | {_fmt(t['correct_rate'], True)} | {_fmt(t['pass_at_k'].get('1'), True)} | "
-                     f"{_fmt(t['fast_p']['strict']['1'], True)} | {_fmt(t['fast_p']['at_least']['1'], True)} | "
-                     f"{_speedup(t['geomean_speedup'])} |")
+    lines += ["## By turn", "", "Best so far (up to and including the turn) and, in brackets, that turn's own result.", "",
+              "| turn | correct | pass@1 | fast_1 strict | fast_1 at least | geomean vs eager |", "|---|---|---|---|---|---|"]
+    for t, own in zip(summary["by_turn"], summary["at_turn"], strict=True):
+        lines.append(f"| {t['turn']} | {_fmt(t['correct_rate'], True)} ({_fmt(own['correct_rate'], True)}) | "
+                     f"{_fmt(t['pass_at_k'].get('1'), True)} | "
+                     f"{_fmt(t['fast_p']['strict']['1'], True)} ({_fmt(own['fast_p']['strict']['1'], True)}) | "
+                     f"{_fmt(t['fast_p']['at_least']['1'], True)} ({_fmt(own['fast_p']['at_least']['1'], True)}) | "
+                     f"{_speedup(t['geomean_speedup'])} ({_speedup(own['geomean_speedup'])}) |")
     lines += ["", "## By level", "", "| level | tasks | correct | pass@1 | fast_1 strict | fast_1 at least | geomean vs eager | geomean vs compile |",
               "|---|---|---|---|---|---|---|---|"]
     for level, s in summary["by_level"].items():
@@ -116,6 +118,7 @@ def plot(trajectories: list[Trajectory], summary: dict[str, Any], directory: Pat
     ax.plot(x, [t["correct_rate"] or 0.0 for t in turns], "o-", label="correct")
     ax.plot(x, [t["fast_p"]["strict"]["1"] or 0.0 for t in turns], "s-", label="fast_1 (strict)")
     ax.plot(x, [t["fast_p"]["at_least"]["1"] or 0.0 for t in turns], "^--", label="fast_1 (at least)")
+    ax.plot(x, [t["correct_rate"] or 0.0 for t in summary["at_turn"]], ":", color="gray", label="correct (that turn only)")
     ax.set(xlabel="turn (best so far)", ylabel="fraction", title="Per-turn improvement", ylim=(0, 1.02), xticks=x)
     ax.legend(fontsize=8)
     written.append(_save(fig, directory / "per_turn.png"))
