@@ -10,9 +10,9 @@ from kernelrl.tasks.synth.ops import KIND_COST, OPS, Dim, OpSpec, Shape, Step
 
 # Input families: the module-level size constants and the values they are drawn from (CPU-sized).
 FAMILIES: dict[str, dict[str, list[int]]] = {
-    "vector": {"batch_size": [128, 256, 512], "features": [256, 512, 1024]},
-    "sequence": {"batch_size": [4, 8, 16], "seq_len": [64, 128], "dim": [128, 256]},
-    "image": {"batch_size": [4, 8], "channels": [8, 16, 32], "height": [32, 64], "width": [32, 64]},
+    "vector": {"batch_size": [256, 512, 1024], "features": [512, 1024, 2048]},
+    "sequence": {"batch_size": [8, 16, 32], "seq_len": [64, 128], "dim": [128, 256]},
+    "image": {"batch_size": [8, 16], "channels": [8, 16, 32], "height": [32, 64], "width": [32, 64]},
 }
 FAMILY_WEIGHTS = {"vector": 0.45, "sequence": 0.25, "image": 0.3}
 GPU_BATCH_FACTOR = 16
@@ -55,7 +55,7 @@ def compose(rng: random.Random, max_ops: int = 4, name: str = "synth", family: s
     family = family or rng.choices(list(FAMILY_WEIGHTS), weights=list(FAMILY_WEIGHTS.values()))[0]
     sizes = {k: rng.choice(v) for k, v in FAMILIES[family].items()}
     shape: Shape = tuple(Dim(k, v) for k, v in sizes.items())
-    count = rng.randint(1, max_ops)
+    count = rng.randint(2, max_ops) if max_ops >= 2 and rng.random() < 0.85 else 1  # mostly fused
     steps: list[tuple[OpSpec, Step]] = []
     for index in range(count):
         last = index == count - 1

@@ -55,7 +55,7 @@ class SynthConfig:
     max_ops: int = 4
     compile: bool = False  # also require torch.compile(model) to run and match eager
     exclude: list[Path] = field(default_factory=list)  # benchmark directories to keep out of the output
-    runtime_ms: tuple[float, float] = (0.2, 100.0)  # eager window (1 thread, best of trials)
+    runtime_ms: tuple[float, float] = (0.1, 100.0)  # eager window (1 thread, best of trials)
     time_limit_s: float = 20.0  # per candidate, for the eager filters
     compile_time_limit_s: float = 120.0
     near_duplicate_jaccard: float = 0.9
