@@ -27,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     syn.add_argument("--seed", type=int, default=0)
     syn.add_argument("--max-ops", type=int, default=4)
     syn.add_argument("--compile", action="store_true", help="also require torch.compile to run and match eager")
+    syn.add_argument("--compile-backend", default="inductor", help="torch.compile backend for --compile")
     syn.add_argument("--exclude", action="append", default=[], metavar="DIR",
                      help="benchmark directory whose tasks (and near-duplicates) must not be produced; repeatable")
     syn.add_argument("--min-ms", type=float, default=0.1, help="eager runtime window, lower end (1 thread)")
@@ -109,7 +110,7 @@ def run_synth(args: argparse.Namespace) -> int:
             print(f"error: --exclude {directory}: not a directory", file=sys.stderr)
             return 2
     config = SynthConfig(
-        n=args.n, seed=args.seed, max_ops=args.max_ops, compile=args.compile,
+        n=args.n, seed=args.seed, max_ops=args.max_ops, compile=args.compile, compile_backend=args.compile_backend,
         exclude=[Path(d) for d in args.exclude], runtime_ms=(args.min_ms, args.max_ms),
     )
     with tqdm(total=args.n, desc="synthesizing", unit="task", file=sys.stderr) as bar:

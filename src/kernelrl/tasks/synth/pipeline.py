@@ -54,6 +54,7 @@ class SynthConfig:
     seed: int = 0
     max_ops: int = 4
     compile: bool = False  # also require torch.compile(model) to run and match eager
+    compile_backend: str = "inductor"  # "aot_eager" checks tracing only, without code generation (fast)
     exclude: list[Path] = field(default_factory=list)  # benchmark directories to keep out of the output
     runtime_ms: tuple[float, float] = (0.1, 100.0)  # eager window (1 thread, best of trials)
     time_limit_s: float = 20.0  # per candidate, for the eager filters
@@ -91,7 +92,7 @@ class SynthResult:
         return len(self.tasks) / self.elapsed_s if self.elapsed_s else 0.0
 
 
-def compile_check(source: str, seed: int = 0) -> str | None:
+def compile_check(source: str, seed: int = 0, backend: str = "inductor") -> str | None:
     """None if torch.compile(model) runs and matches eager; otherwise the problem."""
     import torch
 
@@ -102,7 +103,8 @@ def compile_check(source: str, seed: int = 0) -> str | None:
     inputs = namespace["get_inputs"]()
     with torch.no_grad():
         expected = model(*inputs)
-        actual = torch.compile(model, dynamic=False)(*inputs)
+        torch._dynamo.reset()
+        actual = torch.compile(model, backend=backend, dynamic=False, fullgraph=True)(*inputs)
     if not torch.allclose(expected, actual, rtol=1e-3, atol=1e-3):
         return "compiled output differs from eager"
     return None
@@ -153,7 +155,7 @@ def _filter(task: SynthTask, config: SynthConfig, own: DedupIndex, excluded: lis
     if config.compile:
         try:
             with time_limit(config.compile_time_limit_s):
-                if compile_check(task.source):
+                if compile_check(task.source, backend=config.compile_backend):
                     return "compile"
         except FilterTimeout:
             return "timeout"
