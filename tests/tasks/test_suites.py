@@ -29,12 +29,12 @@ def test_gpu_profile_enlarges_sizes_and_is_recorded() -> None:
     cpu = load_task(path)
     gpu = load_tasks(path, profile="gpu")[0]
     assert cpu.size_overrides == {}
-    assert gpu.size_overrides == {"batch_size": (128, 4096)}
+    assert gpu.size_overrides == {"batch_size": (192, 4096)}
     assert size_constants(gpu.source)["batch_size"][0] == 4096
     # A profile the task does not define leaves it unchanged; overrides still apply after a profile.
     assert load_tasks(path, profile="tpu")[0].source == cpu.source
     both = load_tasks(path, profile="gpu", overrides={"dim": 64})[0]
-    assert both.size_overrides == {"batch_size": (128, 4096), "dim": (32768, 64)}
+    assert both.size_overrides == {"batch_size": (192, 4096), "dim": (32768, 64)}
 
 
 def test_bad_profiles_are_rejected(tmp_path) -> None:

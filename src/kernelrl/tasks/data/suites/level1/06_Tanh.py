@@ -10,7 +10,7 @@ TASK_META = {
     "profiles": {"gpu": {"batch_size": 4096}},
 }
 
-batch_size = 128
+batch_size = 192
 dim = 32768
 
 

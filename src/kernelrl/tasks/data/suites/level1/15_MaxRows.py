@@ -10,7 +10,7 @@ TASK_META = {
     "profiles": {"gpu": {"batch_size": 4096}},
 }
 
-batch_size = 512
+batch_size = 768
 dim = 16384
 
 

@@ -11,7 +11,7 @@ TASK_META = {
     "profiles": {"gpu": {"batch_size": 128, "height": 256, "width": 256}},
 }
 
-batch_size = 32
+batch_size = 48
 channels = 64
 height = 64
 width = 64

@@ -11,7 +11,7 @@ TASK_META = {
 }
 
 batch_size = 64
-seq_len = 256
+seq_len = 320
 vocab = 8192
 dim = 256
 

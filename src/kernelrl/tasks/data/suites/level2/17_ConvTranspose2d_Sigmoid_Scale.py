@@ -10,7 +10,7 @@ TASK_META = {
     "profiles": {"gpu": {"batch_size": 64, "height": 128, "width": 128}},
 }
 
-batch_size = 8
+batch_size = 12
 in_channels = 32
 out_channels = 16
 height = 32
