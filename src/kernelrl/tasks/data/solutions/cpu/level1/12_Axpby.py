@@ -9,13 +9,14 @@ SOURCE = r"""
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
 void axpby(const float* restrict x, const float* restrict y, float* restrict z, float a, float b, int64_t n) {
     #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; ++i) z[i] = a * x[i] + b * y[i];
 }
 """
 
-lib = load_cpp(SOURCE, functions=['axpby'])
+lib = load_cpp(SOURCE, functions=["axpby"])
 
 
 class ModelNew(nn.Module):

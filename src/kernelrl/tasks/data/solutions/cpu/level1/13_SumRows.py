@@ -9,6 +9,7 @@ SOURCE = r"""
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
 void sum_rows(const float* restrict x, float* restrict y, int64_t rows, int64_t cols) {
     #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
@@ -21,7 +22,7 @@ void sum_rows(const float* restrict x, float* restrict y, int64_t rows, int64_t 
 }
 """
 
-lib = load_cpp(SOURCE, functions=['sum_rows'])
+lib = load_cpp(SOURCE, functions=["sum_rows"])
 
 
 class ModelNew(nn.Module):

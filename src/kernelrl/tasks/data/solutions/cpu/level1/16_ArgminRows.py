@@ -9,6 +9,7 @@ SOURCE = r"""
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
 void argmin_rows(const float* restrict x, int64_t* restrict y, int64_t rows, int64_t cols) {
     #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
@@ -22,7 +23,7 @@ void argmin_rows(const float* restrict x, int64_t* restrict y, int64_t rows, int
 }
 """
 
-lib = load_cpp(SOURCE, functions=['argmin_rows'])
+lib = load_cpp(SOURCE, functions=["argmin_rows"])
 
 
 class ModelNew(nn.Module):

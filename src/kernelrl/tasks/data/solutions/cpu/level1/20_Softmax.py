@@ -9,6 +9,7 @@ SOURCE = r"""
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
 static float row_max(const float* restrict xr, int64_t cols) {
     float m = -INFINITY;
     #pragma omp simd reduction(max:m)
@@ -32,7 +33,7 @@ void softmax_rows(const float* restrict x, float* restrict y, int64_t rows, int6
 }
 """
 
-lib = load_cpp(SOURCE, functions=['softmax_rows'], extra_flags=["-ffast-math"])
+lib = load_cpp(SOURCE, functions=["softmax_rows"], extra_flags=["-ffast-math"])
 
 
 class ModelNew(nn.Module):

@@ -9,6 +9,7 @@ SOURCE = r"""
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
 void layer_norm(const float* restrict x, const float* restrict w, const float* restrict b, float* restrict y,
                 int64_t rows, int64_t cols, float eps) {
     #pragma omp parallel for schedule(static)
@@ -29,7 +30,7 @@ void layer_norm(const float* restrict x, const float* restrict w, const float* r
 }
 """
 
-lib = load_cpp(SOURCE, functions=['layer_norm'])
+lib = load_cpp(SOURCE, functions=["layer_norm"])
 
 
 class ModelNew(nn.Module):

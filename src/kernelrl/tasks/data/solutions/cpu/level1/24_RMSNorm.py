@@ -9,6 +9,7 @@ SOURCE = r"""
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
 void rms_norm(const float* restrict x, const float* restrict w, float* restrict y, int64_t rows, int64_t cols, float eps) {
     #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
@@ -24,7 +25,7 @@ void rms_norm(const float* restrict x, const float* restrict w, float* restrict 
 }
 """
 
-lib = load_cpp(SOURCE, functions=['rms_norm'])
+lib = load_cpp(SOURCE, functions=["rms_norm"])
 
 
 class ModelNew(nn.Module):

@@ -9,6 +9,7 @@ SOURCE = r"""
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
 static void matmul_rows(const float* restrict x, const float* restrict wt, const float* restrict bias,
                         float* restrict y, int64_t m, int64_t k, int64_t n) {
     #pragma omp parallel for schedule(static)
@@ -58,7 +59,7 @@ void matmul(const float* restrict a, const float* restrict b, float* restrict c,
 }
 """
 
-lib = load_cpp(SOURCE, functions=['matmul'])
+lib = load_cpp(SOURCE, functions=["matmul"])
 
 
 class ModelNew(nn.Module):

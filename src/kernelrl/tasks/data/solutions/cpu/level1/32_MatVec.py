@@ -9,6 +9,7 @@ SOURCE = r"""
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
 void matvec(const float* restrict a, const float* restrict v, float* restrict y, int64_t m, int64_t k) {
     #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < m; ++i) {
@@ -21,7 +22,7 @@ void matvec(const float* restrict a, const float* restrict v, float* restrict y,
 }
 """
 
-lib = load_cpp(SOURCE, functions=['matvec'])
+lib = load_cpp(SOURCE, functions=["matvec"])
 
 
 class ModelNew(nn.Module):

@@ -9,6 +9,7 @@ SOURCE = r"""
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
 void conv3x3(const float* restrict x, const float* restrict w, const float* restrict b, float* restrict y,
              int64_t batch, int64_t cin, int64_t cout, int64_t h, int64_t wd) {
     #pragma omp parallel for collapse(2) schedule(static)
@@ -38,7 +39,7 @@ void conv3x3(const float* restrict x, const float* restrict w, const float* rest
 }
 """
 
-lib = load_cpp(SOURCE, functions=['conv3x3'])
+lib = load_cpp(SOURCE, functions=["conv3x3"])
 
 
 class ModelNew(nn.Module):

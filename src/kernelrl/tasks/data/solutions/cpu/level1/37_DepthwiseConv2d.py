@@ -9,6 +9,7 @@ SOURCE = r"""
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
 void dwconv3x3(const float* restrict x, const float* restrict w, const float* restrict b, float* restrict y,
                int64_t planes, int64_t channels, int64_t h, int64_t wd) {
     #pragma omp parallel for schedule(static)
@@ -35,7 +36,7 @@ void dwconv3x3(const float* restrict x, const float* restrict w, const float* re
 }
 """
 
-lib = load_cpp(SOURCE, functions=['dwconv3x3'])
+lib = load_cpp(SOURCE, functions=["dwconv3x3"])
 
 
 class ModelNew(nn.Module):

@@ -9,6 +9,7 @@ SOURCE = r"""
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
 void maxpool2x2(const float* restrict x, float* restrict y, int64_t planes, int64_t h, int64_t w) {
     const int64_t oh = h / 2, ow = w / 2;
     #pragma omp parallel for schedule(static)
@@ -28,7 +29,7 @@ void maxpool2x2(const float* restrict x, float* restrict y, int64_t planes, int6
 }
 """
 
-lib = load_cpp(SOURCE, functions=['maxpool2x2'])
+lib = load_cpp(SOURCE, functions=["maxpool2x2"])
 
 
 class ModelNew(nn.Module):

@@ -9,6 +9,7 @@ SOURCE = r"""
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
 void plane_mean(const float* restrict x, float* restrict y, int64_t planes, int64_t size) {
     #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < planes; ++p) {
@@ -21,7 +22,7 @@ void plane_mean(const float* restrict x, float* restrict y, int64_t planes, int6
 }
 """
 
-lib = load_cpp(SOURCE, functions=['plane_mean'])
+lib = load_cpp(SOURCE, functions=["plane_mean"])
 
 
 class ModelNew(nn.Module):

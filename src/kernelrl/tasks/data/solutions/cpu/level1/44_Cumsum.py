@@ -9,6 +9,7 @@ SOURCE = r"""
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
 void cumsum_rows(const float* restrict x, float* restrict y, int64_t rows, int64_t cols) {
     #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
@@ -20,7 +21,7 @@ void cumsum_rows(const float* restrict x, float* restrict y, int64_t rows, int64
 }
 """
 
-lib = load_cpp(SOURCE, functions=['cumsum_rows'])
+lib = load_cpp(SOURCE, functions=["cumsum_rows"])
 
 
 class ModelNew(nn.Module):

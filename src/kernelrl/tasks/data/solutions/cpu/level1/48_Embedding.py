@@ -9,13 +9,14 @@ SOURCE = r"""
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
 void embed(const int64_t* restrict ids, const float* restrict table, float* restrict y, int64_t count, int64_t dim) {
     #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < count; ++i) std::memcpy(y + i * dim, table + ids[i] * dim, dim * sizeof(float));
 }
 """
 
-lib = load_cpp(SOURCE, functions=['embed'])
+lib = load_cpp(SOURCE, functions=["embed"])
 
 
 class ModelNew(nn.Module):

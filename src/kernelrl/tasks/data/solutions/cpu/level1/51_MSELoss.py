@@ -9,6 +9,7 @@ SOURCE = r"""
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
 void mse(const float* restrict a, const float* restrict b, float* restrict out, int64_t n) {
     double acc = 0.0;
     #pragma omp parallel for simd reduction(+:acc) schedule(static)
@@ -17,7 +18,7 @@ void mse(const float* restrict a, const float* restrict b, float* restrict out, 
 }
 """
 
-lib = load_cpp(SOURCE, functions=['mse'])
+lib = load_cpp(SOURCE, functions=["mse"])
 
 
 class ModelNew(nn.Module):

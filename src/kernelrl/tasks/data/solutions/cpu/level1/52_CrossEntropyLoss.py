@@ -9,6 +9,7 @@ SOURCE = r"""
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
 static float row_max(const float* restrict xr, int64_t cols) {
     float m = -INFINITY;
     #pragma omp simd reduction(max:m)
@@ -32,7 +33,7 @@ void cross_entropy(const float* restrict x, const int64_t* restrict labels, floa
 }
 """
 
-lib = load_cpp(SOURCE, functions=['cross_entropy'], extra_flags=["-ffast-math"])
+lib = load_cpp(SOURCE, functions=["cross_entropy"], extra_flags=["-ffast-math"])
 
 
 class ModelNew(nn.Module):

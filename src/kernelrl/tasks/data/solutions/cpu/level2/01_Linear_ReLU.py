@@ -9,6 +9,7 @@ SOURCE = r"""
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
 static void matmul_rows(const float* restrict x, const float* restrict wt, const float* restrict bias,
                         float* restrict y, int64_t m, int64_t k, int64_t n) {
     #pragma omp parallel for schedule(static)
@@ -62,7 +63,7 @@ void linear_relu(const float* restrict x, const float* restrict w, const float* 
 }
 """
 
-lib = load_cpp(SOURCE, functions=['linear_relu'])
+lib = load_cpp(SOURCE, functions=["linear_relu"])
 
 
 class ModelNew(nn.Module):

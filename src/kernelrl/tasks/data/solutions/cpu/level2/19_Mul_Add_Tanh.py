@@ -9,6 +9,7 @@ SOURCE = r"""
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
 void mul_add_tanh(const float* restrict x, const float* restrict y, const float* restrict z, float* restrict out, int64_t n) {
     #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; ++i) {
@@ -19,7 +20,7 @@ void mul_add_tanh(const float* restrict x, const float* restrict y, const float*
 }
 """
 
-lib = load_cpp(SOURCE, functions=['mul_add_tanh'], extra_flags=["-ffast-math"])
+lib = load_cpp(SOURCE, functions=["mul_add_tanh"], extra_flags=["-ffast-math"])
 
 
 class ModelNew(nn.Module):

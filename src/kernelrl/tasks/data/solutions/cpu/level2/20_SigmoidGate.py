@@ -9,6 +9,7 @@ SOURCE = r"""
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
 void sigmoid_gate(const float* restrict x, float* restrict y, int64_t rows, int64_t half) {
     #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
@@ -21,7 +22,7 @@ void sigmoid_gate(const float* restrict x, float* restrict y, int64_t rows, int6
 }
 """
 
-lib = load_cpp(SOURCE, functions=['sigmoid_gate'], extra_flags=["-ffast-math"])
+lib = load_cpp(SOURCE, functions=["sigmoid_gate"], extra_flags=["-ffast-math"])
 
 
 class ModelNew(nn.Module):

@@ -9,6 +9,7 @@ SOURCE = r"""
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
 void div_clamp_mish(const float* restrict x, float* restrict y, float divisor, int64_t n) {
     #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; ++i) {
@@ -21,7 +22,7 @@ void div_clamp_mish(const float* restrict x, float* restrict y, float divisor, i
 }
 """
 
-lib = load_cpp(SOURCE, functions=['div_clamp_mish'], extra_flags=["-ffast-math"])
+lib = load_cpp(SOURCE, functions=["div_clamp_mish"], extra_flags=["-ffast-math"])
 
 
 class ModelNew(nn.Module):

@@ -9,6 +9,7 @@ SOURCE = r"""
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
 void add_layer_norm(const float* restrict x, const float* restrict res, const float* restrict w, const float* restrict b,
                     float* restrict y, int64_t rows, int64_t cols, float eps) {
     #pragma omp parallel for schedule(static)
@@ -30,7 +31,7 @@ void add_layer_norm(const float* restrict x, const float* restrict res, const fl
 }
 """
 
-lib = load_cpp(SOURCE, functions=['add_layer_norm'])
+lib = load_cpp(SOURCE, functions=["add_layer_norm"])
 
 
 class ModelNew(nn.Module):

@@ -9,6 +9,7 @@ SOURCE = r"""
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
 void causal_softmax(const float* restrict x, float* restrict y, int64_t mats, int64_t s, float scale) {
     #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t b = 0; b < mats; ++b) {
@@ -29,7 +30,7 @@ void causal_softmax(const float* restrict x, float* restrict y, int64_t mats, in
 }
 """
 
-lib = load_cpp(SOURCE, functions=['causal_softmax'], extra_flags=["-ffast-math"])
+lib = load_cpp(SOURCE, functions=["causal_softmax"], extra_flags=["-ffast-math"])
 
 
 class ModelNew(nn.Module):

@@ -9,6 +9,7 @@ SOURCE = r"""
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
 void log_softmax_rows(const float* restrict x, float* restrict y, int64_t rows, int64_t cols) {
     #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
@@ -27,7 +28,7 @@ void log_softmax_rows(const float* restrict x, float* restrict y, int64_t rows, 
 }
 """
 
-lib = load_cpp(SOURCE, functions=['log_softmax_rows'], extra_flags=["-ffast-math"])
+lib = load_cpp(SOURCE, functions=["log_softmax_rows"], extra_flags=["-ffast-math"])
 
 
 class ModelNew(nn.Module):

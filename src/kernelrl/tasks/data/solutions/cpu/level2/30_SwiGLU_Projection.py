@@ -9,6 +9,7 @@ SOURCE = r"""
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
 static void matmul_rows(const float* restrict x, const float* restrict wt, const float* restrict bias,
                         float* restrict y, int64_t m, int64_t k, int64_t n) {
     #pragma omp parallel for schedule(static)
@@ -64,7 +65,7 @@ void swiglu(const float* restrict x, const float* restrict w1, const float* rest
 }
 """
 
-lib = load_cpp(SOURCE, functions=['swiglu'], extra_flags=["-ffast-math"])
+lib = load_cpp(SOURCE, functions=["swiglu"], extra_flags=["-ffast-math"])
 
 
 class ModelNew(nn.Module):

@@ -9,6 +9,7 @@ SOURCE = r"""
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
 static void matmul_rows(const float* restrict x, const float* restrict wt, const float* restrict bias,
                         float* restrict y, int64_t m, int64_t k, int64_t n) {
     #pragma omp parallel for schedule(static)
@@ -84,7 +85,7 @@ void add_inplace(float* restrict y, const float* restrict x, int64_t n) {
 }
 """
 
-lib = load_cpp(SOURCE, functions=['rms_norm', 'linear', 'silu_mul', 'add_inplace'], extra_flags=["-ffast-math"])
+lib = load_cpp(SOURCE, functions=["rms_norm", "linear", "silu_mul", "add_inplace"], extra_flags=["-ffast-math"])
 
 
 class ModelNew(nn.Module):
