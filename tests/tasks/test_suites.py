@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelrl.tasks import TaskError, load_task, load_tasks, size_constants, suite_path
+from kernelrl.tasks import TaskError, load_task, load_tasks, resize, size_constants, suite_path
 from kernelrl.tasks.validate import validate_source, validate_task
 
 MIN_TASKS = {1: 40, 2: 25, 3: 10}
@@ -31,8 +31,11 @@ def test_gpu_profile_enlarges_sizes_and_is_recorded() -> None:
     assert cpu.size_overrides == {}
     assert gpu.size_overrides == {"batch_size": (192, 4096)}
     assert size_constants(gpu.source)["batch_size"][0] == 4096
-    # A profile the task does not define leaves it unchanged; overrides still apply after a profile.
-    assert load_tasks(path, profile="tpu")[0].source == cpu.source
+    # resize() leaves a task without the profile unchanged; load_tasks() refuses a profile no task has.
+    assert resize(cpu, profile="tpu").source == cpu.source
+    with pytest.raises(TaskError, match="no task defines size profile 'tpu'"):
+        load_tasks(path, profile="tpu")
+    # Overrides still apply after a profile.
     both = load_tasks(path, profile="gpu", overrides={"dim": 64})[0]
     assert both.size_overrides == {"batch_size": (192, 4096), "dim": (32768, 64)}
 

@@ -15,7 +15,7 @@ from kernelrl.tasks.metadata import (
     parse_module,
     validate_metadata,
 )
-from kernelrl.tasks.sizing import fit_to_budget, scale_sizes, with_overrides
+from kernelrl.tasks.sizing import fit_to_budget, scale_sizes, size_constants, with_overrides
 from kernelrl.tasks.task import Task, TaskError
 
 SOURCE_FIELDS = ("code", "source", "reference", "ref_code", "reference_code", "pytorch_code", "module")
@@ -119,8 +119,8 @@ def load_tasks(
     max_bytes: int | None = None,
     profile: str | None = None,
 ) -> list[Task]:
-    """Load a file, directory or dataset, then apply a size profile (e.g. "gpu"), size overrides,
-    a scale factor, or a memory budget (in that order)."""
+    """Load a file, directory or dataset, then apply a size profile (e.g. "gpu"; an error if no task
+    defines it), size overrides, a scale factor, or a memory budget (in that order)."""
     path = Path(path)
     if path.is_dir():
         tasks = load_directory(path)
@@ -132,6 +132,8 @@ def load_tasks(
         raise TaskError(f"{path}: no such file or directory")
     else:
         raise TaskError(f"{path}: unknown task format (expected .py, .jsonl, .parquet or a directory)")
+    if profile is not None and not any(profile in t.profiles for t in tasks):
+        raise TaskError(f"{path}: no task defines size profile {profile!r}")
     return [resize(t, overrides, scale, max_bytes, profile) for t in tasks]
 
 
@@ -145,13 +147,9 @@ def resize(
     """Apply a named size profile from the task's metadata (tasks without it are left as they are),
     then explicit overrides (only those the task has), then a scale factor, then a memory budget."""
     if profile is not None and profile in task.profiles:
-        from kernelrl.tasks.sizing import size_constants
-
         known = size_constants(task.source)
         task = with_overrides(task, {k: v for k, v in task.profiles[profile].items() if k in known})
     if overrides:
-        from kernelrl.tasks.sizing import size_constants
-
         present = {k: v for k, v in overrides.items() if k in size_constants(task.source)}
         task = with_overrides(task, present)
     if scale is not None and scale != 1.0:
