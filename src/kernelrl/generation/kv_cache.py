@@ -1,0 +1,95 @@
+"""A batch of left-aligned KV caches whose rows can join and leave between decode steps.
+
+Rows are right-aligned in the key/value column axis: row b's real tokens occupy the last
+`lengths[b]` columns and the columns before them are masked padding. A joining batch is
+left-padded to the common width; when rows leave, columns that are padding for every remaining
+row are dropped, so the padding is bounded by the length spread of the rows in flight, not by the
+longest sequence ever seen.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
+
+
+class BatchKVCache:
+    """A `transformers` DynamicCache plus its [B, T] attention mask.
+
+    cache layers hold keys/values [B, H, T, D]; mask: [B, T] long (1 = real token).
+    """
+
+    def __init__(self, cache: DynamicCache, mask: torch.Tensor) -> None:
+        _check_layers(cache)
+        self.cache = cache
+        self.mask = mask
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.mask.shape[0])
+
+    @property
+    def width(self) -> int:
+        return int(self.mask.shape[1])
+
+    def append_step(self) -> torch.Tensor:
+        """Extend the mask by one real column for the token about to be fed; returns the new mask."""
+        self.mask = torch.cat([self.mask, self.mask.new_ones(self.batch_size, 1)], dim=1)
+        return self.mask
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep only `rows` ([R] long), in that order, then drop all-padding leading columns."""
+        for layer in self.cache.layers:
+            layer.keys = layer.keys.index_select(0, rows)
+            layer.values = layer.values.index_select(0, rows)
+        self.mask = self.mask.index_select(0, rows)
+        self.compact()
+
+    def compact(self) -> None:
+        """Drop leading columns that are padding in every row."""
+        if self.batch_size == 0:
+            return
+        real_cols = self.mask.any(dim=0).nonzero()
+        start = int(real_cols[0]) if len(real_cols) else self.width
+        if start == 0:
+            return
+        for layer in self.cache.layers:
+            layer.keys = layer.keys[:, :, start:]
+            layer.values = layer.values[:, :, start:]
+        self.mask = self.mask[:, start:]
+
+    def extend(self, other: BatchKVCache) -> None:
+        """Append `other`'s rows after this cache's rows, left-padding the narrower one."""
+        if len(self.cache.layers) != len(other.cache.layers):
+            raise ValueError("caches have different numbers of layers")
+        width = max(self.width, other.width)
+        for mine, theirs in zip(self.cache.layers, other.cache.layers, strict=True):
+            mine.keys = torch.cat([_pad_left(mine.keys, width), _pad_left(theirs.keys, width)], dim=0)
+            mine.values = torch.cat([_pad_left(mine.values, width), _pad_left(theirs.values, width)], dim=0)
+        self.mask = torch.cat([_pad_left(self.mask, width), _pad_left(other.mask, width)], dim=0)
+
+    def padding_fraction(self) -> float:
+        """Fraction of key/value columns (over all rows) that are padding."""
+        return 1.0 - float(self.mask.float().mean()) if self.mask.numel() else 0.0
+
+
+def _pad_left(x: torch.Tensor, width: int) -> torch.Tensor:
+    """Zero-pad the column axis (dim 2 for [B, H, T, D], dim 1 for a [B, T] mask) on the left."""
+    axis = 2 if x.dim() == 4 else 1
+    missing = width - x.shape[axis]
+    if missing == 0:
+        return x
+    shape = list(x.shape)
+    shape[axis] = missing
+    return torch.cat([x.new_zeros(shape), x], dim=axis)
+
+
+def _check_layers(cache: DynamicCache) -> None:
+    for i, layer in enumerate(cache.layers):
+        if type(layer) is not DynamicLayer or layer.keys is None or layer.keys.dim() != 4:
+            raise NotImplementedError(
+                f"the engine needs a full-attention KV cache ([B, H, T, D] per layer); layer {i} is "
+                f"{type(layer).__name__}. Models with sliding-window, linear or state-space layers "
+                "are not supported by the continuous-batching engine."
+            )
