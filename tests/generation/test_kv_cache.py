@@ -1,0 +1,42 @@
+import pytest
+import torch
+from transformers import DynamicCache
+
+from kernelrl.generation.kv_cache import BatchKVCache
+
+
+def make(lengths, width, layers=2, value0=0.0):
+    """A BatchKVCache whose row b holds values value0 + b + 1 in its last lengths[b] columns."""
+    cache = DynamicCache()
+    b = len(lengths)
+    mask = torch.zeros(b, width, dtype=torch.long)
+    kv = torch.zeros(b, 1, width, 2)
+    for i, n in enumerate(lengths):
+        mask[i, width - n :] = 1
+        kv[i, :, width - n :] = value0 + i + 1
+    for layer in range(layers):
+        cache.update(kv.clone(), kv.clone(), layer)
+    return BatchKVCache(cache, mask)
+
+
+def test_extend_left_pads_the_narrower_batch():
+    a, b = make([2], 2), make([4, 3], 4, value0=10)
+    a.extend(b)
+    assert a.mask.tolist() == [[0, 0, 1, 1], [1, 1, 1, 1], [0, 1, 1, 1]]
+    keys = a.cache.layers[1].keys[:, 0, :, 0]
+    assert keys.tolist() == [[0, 0, 1, 1], [11, 11, 11, 11], [0, 12, 12, 12]]
+
+
+def test_select_drops_rows_and_all_padding_columns():
+    c = make([6, 2, 3], 6)
+    c.select(torch.tensor([2, 1]))
+    # the 6-long row left; the remaining rows need only 3 columns
+    assert c.mask.tolist() == [[1, 1, 1], [0, 1, 1]]
+    assert c.cache.layers[0].keys[:, 0, :, 0].tolist() == [[3, 3, 3], [0, 2, 2]]
+    assert c.cache.get_seq_length() == 3
+
+
+def test_append_step_grows_the_mask():
+    c = make([1, 2], 2)
+    assert c.append_step().tolist() == [[0, 1, 1], [1, 1, 1]]
+    assert c.padding_fraction() == pytest.approx(1 / 6)
