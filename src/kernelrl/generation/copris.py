@@ -124,6 +124,11 @@ class CoprisScheduler:
         return [p for _, p in self._queue if p is not None]
 
     @property
+    def waiting_for_group(self) -> list[GenerationResult]:
+        """Finished samples whose group still has samples running or buffered."""
+        return [r for done in self._done.values() for r in done]
+
+    @property
     def exhausted(self) -> bool:
         """No prompts left, nothing buffered, nothing in flight, no complete group waiting."""
         return self._exhausted and not (self._queue or self._inflight or self._ready)
