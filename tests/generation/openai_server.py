@@ -16,7 +16,6 @@ from typing import Any
 
 from kernelrl.generation import Engine, GenerationRequest, SamplingParams
 
-
 MODES = ("", "slow", "garbage", "error", "nologprobs", "badtokens", "legacy")
 
 

@@ -66,12 +66,12 @@ def test_a_fixed_number_of_samples_stay_in_flight(llama):
 
 
 def test_partials_resume_first_and_keep_their_versions_and_logprobs(llama):
-    engine, sched = make(llama)
+    engine, sched = make(copy.deepcopy(llama))  # its weights change below
     sched.next_batch()
     buffered = [p.request_id for p in sched.buffered]
     partials = {p.request_id: p for p in sched.buffered if p.token_ids}
     assert partials
-    new_weights = copy.deepcopy(llama.state_dict())
+    new_weights = copy.deepcopy(engine.model.state_dict())
     for t in new_weights.values():
         t.add_(0.01 * torch.randn_like(t))
     engine.update_weights(new_weights)  # the "trainer" step: version 1
@@ -106,7 +106,7 @@ def test_stale_token_accounting(llama):
 
 
 def test_interrupted_samples_equal_uninterrupted_ones_under_the_same_weights(llama):
-    engine, sched = make(llama, engine_cls=Engine)
+    _, sched = make(llama, engine_cls=Engine)
     got = {}
     for _ in range(3):
         for g in sched.next_batch().groups:

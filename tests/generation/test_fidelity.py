@@ -3,7 +3,13 @@ import copy
 import pytest
 import torch
 
-from kernelrl.generation import Engine, GenerationRequest, SamplingParams, logprob_gap, teacher_forced_logprobs
+from kernelrl.generation import (
+    Engine,
+    GenerationRequest,
+    SamplingParams,
+    logprob_gap,
+    teacher_forced_logprobs,
+)
 
 from .conftest import PROMPTS, encode
 
