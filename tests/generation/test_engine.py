@@ -192,3 +192,9 @@ def _drain(engine):
     while engine.has_unfinished():
         out.extend(engine.step())
     return out
+
+
+def test_model_mode_is_left_as_found(tokenizer):
+    model = build_tiny_causal_lm(len(tokenizer), seed=2).train()
+    res = Engine(model, tokenizer).generate(requests(tokenizer, lengths=(4,)))
+    assert model.training and len(res[0].token_ids) == 4

@@ -13,14 +13,15 @@ from __future__ import annotations
 import inspect
 import random
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from transformers import DynamicCache
 
-from kernelrl.generation.kv_cache import BatchKVCache
+from kernelrl.generation.kv_cache import BatchKVCache, new_cache
 from kernelrl.generation.records import GenerationRequest, GenerationResult
 from kernelrl.generation.sampling import (
     generator_state,
@@ -94,7 +95,7 @@ class Engine:
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
-        self.model = model.eval()
+        self.model = model
         self.tokenizer = tokenizer
         self.device = next(model.parameters()).device
         self.vocab_size = int(model.config.vocab_size)
@@ -155,8 +156,12 @@ class Engine:
         self._waiting.append(seq)
 
     def step(self) -> list[GenerationResult]:
-        """Advance every running sequence by one token, admit waiting ones; return the finished."""
-        with torch.inference_mode():
+        """Advance every running sequence by one token, admit waiting ones; return the finished.
+
+        The model runs in eval mode (no dropout) during the step and gets its mode back after,
+        so a trainer may share the module.
+        """
+        with eval_mode(self.model), torch.inference_mode():
             if self._running:
                 self._decode()
             self._admit()
@@ -261,7 +266,7 @@ class Engine:
                 mask[i, width - len(c) :] = 1
             ids, mask = ids.to(self.device), mask.to(self.device)
             pos = (mask.cumsum(-1) - 1).clamp_(min=0)
-            cache = DynamicCache()
+            cache = new_cache()
             logits = self._forward(ids, mask, pos, cache)
             real = sum(len(c) for c in contexts)
             self.stats.prefill_tokens += real
@@ -332,6 +337,19 @@ class Engine:
             text=text,
             rng_state=generator_state(s.generator) if reason == "abort" else None,
         )
+
+
+@contextmanager
+def eval_mode(model: Any) -> Iterator[None]:
+    """Run `model` in eval mode inside the block and restore its previous mode after."""
+    training = model.training
+    if training:
+        model.eval()
+    try:
+        yield
+    finally:
+        if training:
+            model.train()
 
 
 def _prefill_groups(seqs: list[_Seq], max_tokens: int) -> list[list[_Seq]]:

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from kernelrl.generation.engine import eval_mode
 from kernelrl.generation.records import GenerationRequest, GenerationResult, SamplingParams
 from kernelrl.generation.sampling import params_tensors, process_logits
 
@@ -30,7 +31,7 @@ def teacher_forced_logprobs(
         return torch.zeros(0)
     device = next(model.parameters()).device
     ids = torch.tensor([[*prompt_token_ids, *token_ids]], device=device)
-    with torch.inference_mode():
+    with eval_mode(model), torch.inference_mode():
         logits = model(input_ids=ids).logits[0, len(prompt_token_ids) - 1 : -1]  # [T, V]
         n = logits.shape[0]
         temperature, top_k, top_p = params_tensors([params] * n, device)

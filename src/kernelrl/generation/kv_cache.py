@@ -14,6 +14,69 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 
+class BufferedLayer(DynamicLayer):
+    """A DynamicLayer that appends into spare columns of a larger buffer.
+
+    `DynamicLayer.update` concatenates, copying the whole [B, H, T, D] cache every decode step;
+    here a step writes one column in place and the buffer grows geometrically, so appending costs
+    amortised O(new tokens). `keys`/`values` stay views of the buffer's first T columns; if
+    someone assigns them directly, the next update moves them into a fresh buffer.
+    """
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self._kbuf: torch.Tensor | None = None
+        self._vbuf: torch.Tensor | None = None
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: object, **kwargs: object
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        n = self.get_seq_length()
+        need = n + key_states.shape[-2]
+        if n == 0:
+            self._kbuf, self._vbuf = self._alloc(key_states, need), self._alloc(value_states, need)
+        elif not self._owns() or need > self._kbuf.shape[2]:  # type: ignore[union-attr]
+            self._kbuf = self._alloc(self.keys, need, copy=True)  # type: ignore[arg-type]
+            self._vbuf = self._alloc(self.values, need, copy=True)  # type: ignore[arg-type]
+        assert self._kbuf is not None and self._vbuf is not None
+        self._kbuf[:, :, n:need].copy_(key_states)
+        self._vbuf[:, :, n:need].copy_(value_states)
+        self.keys, self.values = self._kbuf[:, :, :need], self._vbuf[:, :, :need]
+        return self.keys, self.values
+
+    def drop_left(self, start: int) -> None:
+        """Drop the first `start` columns without copying."""
+        owned = self._owns()
+        self.keys, self.values = self.keys[:, :, start:], self.values[:, :, start:]  # type: ignore[index]
+        if owned:
+            self._kbuf, self._vbuf = self._kbuf[:, :, start:], self._vbuf[:, :, start:]  # type: ignore[index]
+
+    def _owns(self) -> bool:
+        k, v, kb, vb = self.keys, self.values, self._kbuf, self._vbuf
+        return (
+            k is not None and v is not None and kb is not None and vb is not None and k.dim() == 4
+            and k.data_ptr() == kb.data_ptr() and v.data_ptr() == vb.data_ptr()
+            and k.shape[:2] == kb.shape[:2] and k.stride() == kb.stride()
+        )
+
+    @staticmethod
+    def _alloc(like: torch.Tensor, need: int, copy: bool = False) -> torch.Tensor:
+        b, h, n, d = like.shape
+        buf = like.new_empty(b, h, max(need + 16, int(need * 1.5)), d)
+        if copy:
+            buf[:, :, :n].copy_(like)
+        return buf
+
+
+def new_cache() -> DynamicCache:
+    """An empty DynamicCache whose layers are `BufferedLayer`s."""
+    cache = DynamicCache()
+    cache.layer_class_to_replicate = BufferedLayer
+    return cache
+
+
 class BatchKVCache:
     """A `transformers` DynamicCache plus its [B, T] attention mask.
 
@@ -55,8 +118,11 @@ class BatchKVCache:
         if start == 0:
             return
         for layer in self.cache.layers:
-            layer.keys = layer.keys[:, :, start:]
-            layer.values = layer.values[:, :, start:]
+            if isinstance(layer, BufferedLayer):
+                layer.drop_left(start)
+            else:
+                layer.keys = layer.keys[:, :, start:]
+                layer.values = layer.values[:, :, start:]
         self.mask = self.mask[:, start:]
 
     def extend(self, other: BatchKVCache) -> None:
@@ -87,7 +153,7 @@ def _pad_left(x: torch.Tensor, width: int) -> torch.Tensor:
 
 def _check_layers(cache: DynamicCache) -> None:
     for i, layer in enumerate(cache.layers):
-        if type(layer) is not DynamicLayer or layer.keys is None or layer.keys.dim() != 4:
+        if type(layer) not in (DynamicLayer, BufferedLayer) or layer.keys is None or layer.keys.dim() != 4:
             raise NotImplementedError(
                 f"the engine needs a full-attention KV cache ([B, H, T, D] per layer); layer {i} is "
                 f"{type(layer).__name__}. Models with sliding-window, linear or state-space layers "
