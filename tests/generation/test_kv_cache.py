@@ -2,7 +2,7 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from kernelrl.generation.kv_cache import BatchKVCache
+from kernelrl.generation.kv_cache import BatchKVCache, BufferedLayer
 
 
 def make(lengths, width, layers=2, value0=0.0):
@@ -40,3 +40,23 @@ def test_append_step_grows_the_mask():
     c = make([1, 2], 2)
     assert c.append_step().tolist() == [[0, 1, 1], [1, 1, 1]]
     assert c.padding_fraction() == pytest.approx(1 / 6)
+
+
+def test_buffered_layer_appends_in_place_and_adopts_assigned_tensors():
+    layer = BufferedLayer()
+    first = torch.randn(2, 1, 3, 4)
+    layer.update(first, first + 1)
+    ptr = layer.keys.data_ptr()
+    for i in range(5):
+        col = torch.full((2, 1, 1, 4), float(i))
+        keys, values = layer.update(col, col + 1)
+    assert keys.data_ptr() == ptr  # written into spare columns, no reallocation
+    assert torch.equal(keys[:, :, :3], first) and keys[0, 0, 3:, 0].tolist() == [0, 1, 2, 3, 4]
+    assert torch.equal(values, keys + 1)
+    layer.drop_left(2)
+    keys, _ = layer.update(col, col)
+    assert layer.get_seq_length() == 7 and keys.data_ptr() == ptr + 2 * 4 * keys.element_size()
+    layer.keys, layer.values = layer.keys[[1]], layer.values[[1]]  # assigned from outside (row select)
+    keys, _ = layer.update(col[:1], col[:1])
+    assert keys.shape == (1, 1, 8, 4)
+    assert torch.equal(keys[0, 0, :1], first[1, 0, 2:3]) and keys[0, 0, 1:, 0].tolist() == [0, 1, 2, 3, 4, 4, 4]
