@@ -42,7 +42,8 @@ def test_greedy_matches_transformers_generate(model, tokenizer):
 
 
 def test_finished_sequence_frees_its_slot_for_a_waiting_one(llama, tokenizer):
-    # Two slots, lengths 3, 20, 5, 5: A's slot goes to C at step 4 and to D at step 9; B ends at step 20.
+    # Two slots, lengths 3, 20, 5, 5. A newcomer gets two tokens in its first step (prefill + decode):
+    # A ends at step 2, C takes its row at step 3 and ends at 6, D takes it at 7 and ends at 10.
     engine = Engine(llama, tokenizer, max_batch_size=2)
     for i, n in enumerate((3, 20, 5, 5)):
         engine.add(GenerationRequest([5, 6, 7 + i], SAMPLED.replace(max_new_tokens=n, seed=i), "ABCD"[i]))
@@ -53,8 +54,9 @@ def test_finished_sequence_frees_its_slot_for_a_waiting_one(llama, tokenizer):
         for res in engine.step():
             finished_at[res.request_id] = step
         running.append(engine.num_running)
-    assert finished_at == {"A": 3, "C": 8, "D": 13, "B": 20}  # static batches of 2 would need 25 steps
+    assert finished_at == {"A": 2, "C": 6, "D": 10, "B": 19}  # static batches of 2 would need 23 steps
     assert max(running) <= 2
+    assert engine.stats.reused_slots == 2
     assert engine.stats.generated_tokens == 33
 
 
@@ -151,14 +153,15 @@ def test_abort_and_resume_continue_the_same_sample(model, tokenizer):
     for _ in range(9):
         assert engine.step() == []
     partial = engine.abort(req.request_id)
-    assert partial is not None and partial.finish_reason == "abort" and len(partial.token_ids) == 9
+    # 9 steps = 10 tokens: the first step samples once after the prefill and once after a decode
+    assert partial is not None and partial.finish_reason == "abort" and len(partial.token_ids) == 10
     assert not engine.has_unfinished()
     engine.update_weights(model.state_dict())  # same weights, new version
     engine.add(req, resume_from=partial)
     res = _drain(engine)[0]
     assert res.token_ids == full.token_ids
     assert res.logprobs == pytest.approx(full.logprobs, abs=1e-4)
-    assert res.policy_versions == [0] * 9 + [1] * 16
+    assert res.policy_versions == [0] * 10 + [1] * 15
 
 
 def test_update_weights_requeues_running_sequences(llama, tokenizer):
@@ -173,7 +176,7 @@ def test_update_weights_requeues_running_sequences(llama, tokenizer):
     assert engine.num_running == 0 and engine.num_waiting == 2
     out = sorted(_drain(engine), key=lambda r: r.request_id)
     assert [r.token_ids for r in out] == [r.token_ids for r in ref]
-    assert all(r.policy_versions == [0] * 4 + [1] * 6 for r in out)
+    assert all(r.policy_versions == [0] * 5 + [1] * 5 for r in out)
 
 
 def test_top_logprobs_are_the_processed_top_k(llama, tokenizer):

@@ -60,3 +60,14 @@ def test_buffered_layer_appends_in_place_and_adopts_assigned_tensors():
     keys, _ = layer.update(col[:1], col[:1])
     assert keys.shape == (1, 1, 8, 4)
     assert torch.equal(keys[0, 0, :1], first[1, 0, 2:3]) and keys[0, 0, 1:, 0].tolist() == [0, 1, 2, 3, 4, 4, 4]
+
+
+def test_fill_overwrites_free_rows_in_place_right_aligned():
+    c = make([4, 2, 3], 4)
+    c.fill([1], make([2, 1], 2, value0=10), [1])  # row 1 of the newcomer (one real column)
+    assert c.mask.tolist() == [[1, 1, 1, 1], [0, 0, 0, 1], [0, 1, 1, 1]]
+    assert c.cache.layers[0].keys[1, 0, 3, 0].item() == 12
+    c.fill([0], make([6], 6, value0=20), [0])  # wider newcomer: the cache widens first
+    assert c.width == 6
+    assert c.mask.tolist() == [[1] * 6, [0, 0, 0, 0, 0, 1], [0, 0, 0, 1, 1, 1]]
+    assert c.cache.layers[1].keys[:, 0, :, 0].tolist() == [[21] * 6, [0, 0, 0, 0, 0, 12], [0, 0, 0, 3, 3, 3]]

@@ -1,10 +1,11 @@
 """Continuous-batching sampling engine for any `transformers` causal LM with a KV cache.
 
-Each `step()` advances every running sequence by one token: one batched decode forward for the
-sequences already running, then a prefill for waiting requests that take the slots freed by
-sequences that finished in the previous step. Prompts are prefilled in groups of similar length
-(bounded padding) and joined to the running batch's KV cache; finished rows leave the cache at
-once (see `BatchKVCache`). Every request samples with its own torch.Generator, so its tokens
+The running sequences are rows ("slots") of one batched KV cache. Each `step()` first prefills
+waiting requests into the slots that sequences finishing in the previous step left free (their
+KV rows are overwritten in place; the prefill samples each newcomer's first token), then runs one
+batched decode forward that gives every running sequence one more token. Prompts are prefilled
+in groups of similar length (bounded padding); slots nobody takes leave the cache, and columns
+that are padding in every row are dropped (see `BatchKVCache`). Every request samples with its own torch.Generator, so its tokens
 depend on its seed and its logits only, not on what else shares the batch.
 """
 
@@ -47,6 +48,7 @@ class EngineStats:
     decode_kv_columns: int = 0
     decode_kv_padding_columns: int = 0
     max_running: int = 0
+    reused_slots: int = 0  # newcomers whose KV went into a finished sequence's row in place
 
     @property
     def decode_padding_fraction(self) -> float:
@@ -110,7 +112,7 @@ class Engine:
         self._logits_to_keep = "logits_to_keep" in params
         self._seeds = random.Random(seed)
         self._waiting: deque[_Seq] = deque()
-        self._running: list[_Seq] = []
+        self._slots: list[_Seq | None] = []  # cache row -> sequence; None = finished, row reusable
         self._kv: BatchKVCache | None = None
 
     # ----------------------------------------------------------------- public API
@@ -123,7 +125,7 @@ class Engine:
         stream; its token budget is what `max_new_tokens` leaves after the partial.
         """
         rid = request.request_id
-        if any(s.request.request_id == rid for s in (*self._waiting, *self._running)):
+        if any(s.request.request_id == rid for s in (*self._waiting, *self._live())):
             raise ValueError(f"request {rid!r} is already in the engine")
         prompt = request.prompt_token_ids
         bad = [t for t in prompt if t >= self.vocab_size]
@@ -162,10 +164,11 @@ class Engine:
         so a trainer may share the module.
         """
         with eval_mode(self.model), torch.inference_mode():
-            if self._running:
+            finished = self._admit()
+            self._compact()
+            if self._slots:
                 self._decode()
-            self._admit()
-            finished = self._retire()
+                finished += self._retire()
         self.stats.steps += 1
         return finished
 
@@ -190,16 +193,17 @@ class Engine:
             if seq.request.request_id == request_id:
                 self._waiting.remove(seq)
                 return self._result(seq, "abort", None)
-        for i, seq in enumerate(self._running):
-            if seq.request.request_id == request_id:
-                self._drop_rows([i])
+        for i, seq in enumerate(self._slots):
+            if seq is not None and seq.request.request_id == request_id:
+                self._slots[i] = None
+                self._compact()
                 return self._result(seq, "abort", None)
         return None
 
     def abort_all(self) -> list[GenerationResult]:
         """Stop everything; partial results of running then waiting requests."""
-        out = [self._result(s, "abort", None) for s in (*self._running, *self._waiting)]
-        self._running, self._waiting, self._kv = [], deque(), None
+        out = [self._result(s, "abort", None) for s in (*self._live(), *self._waiting)]
+        self._slots, self._waiting, self._kv = [], deque(), None
         return out
 
     def update_weights(self, state_dict: dict[str, torch.Tensor] | None = None, version: int | None = None) -> int:
@@ -212,16 +216,16 @@ class Engine:
         if state_dict is not None:
             self.model.load_state_dict(state_dict)
         self.policy_version = self.policy_version + 1 if version is None else version
-        self._waiting.extendleft(reversed(self._running))
-        self._running, self._kv = [], None
+        self._waiting.extendleft(reversed(self._live()))
+        self._slots, self._kv = [], None
         return self.policy_version
 
     def has_unfinished(self) -> bool:
-        return bool(self._waiting or self._running)
+        return bool(self._waiting) or any(s is not None for s in self._slots)
 
     @property
     def num_running(self) -> int:
-        return len(self._running)
+        return len(self._live())
 
     @property
     def num_waiting(self) -> int:
@@ -241,20 +245,26 @@ class Engine:
         self.stats.forward_calls += 1
         return out.logits[:, -1, :]
 
+    def _live(self) -> list[_Seq]:
+        return [s for s in self._slots if s is not None]
+
     def _decode(self) -> None:
+        """One token for every slot (all live: `_compact` ran first)."""
         assert self._kv is not None
-        ids = torch.tensor([[s.token_ids[-1]] for s in self._running], device=self.device)
-        pos = torch.tensor([[s.pos] for s in self._running], device=self.device)
+        seqs = self._live()
+        ids = torch.tensor([[s.token_ids[-1]] for s in seqs], device=self.device)
+        pos = torch.tensor([[s.pos] for s in seqs], device=self.device)
         mask = self._kv.append_step()
         self.stats.decode_kv_columns += mask.numel()
         self.stats.decode_kv_padding_columns += int(mask.numel() - mask.sum())
         logits = self._forward(ids, mask, pos, self._kv.cache)
-        for s in self._running:
+        for s in seqs:
             s.pos += 1
-        self._sample(self._running, logits)
+        self._sample(seqs, logits)
 
-    def _admit(self) -> None:
-        free = self.max_batch_size - len(self._running)
+    def _admit(self) -> list[GenerationResult]:
+        """Prefill waiting requests into free slots; return those done after their first token."""
+        free = self.max_batch_size - self.num_running
         batch = [self._waiting.popleft() for _ in range(min(free, len(self._waiting)))]
         for group in _prefill_groups(batch, self.max_prefill_tokens):
             contexts = [s.context for s in group]
@@ -271,16 +281,29 @@ class Engine:
             real = sum(len(c) for c in contexts)
             self.stats.prefill_tokens += real
             self.stats.prefill_padding_tokens += ids.numel() - real
-            joined = BatchKVCache(cache, mask)
-            if self._kv is None:
-                self._kv = joined
-            else:
-                self._kv.extend(joined)
             for s, c in zip(group, contexts, strict=True):
                 s.pos = len(c)
-            self._running.extend(group)
+            self._place(group, BatchKVCache(cache, mask))
             self._sample(group, logits)
-        self.stats.max_running = max(self.stats.max_running, len(self._running))
+        self.stats.max_running = max(self.stats.max_running, self.num_running)
+        return self._retire(only=set(map(id, batch)))
+
+    def _place(self, group: list[_Seq], joined: BatchKVCache) -> None:
+        """Put freshly prefilled rows into free slots (in place), the rest after the last slot."""
+        if self._kv is None:
+            self._kv, self._slots = joined, list(group)
+            return
+        dead = [i for i, s in enumerate(self._slots) if s is None][: len(group)]
+        if dead:
+            self._kv.fill(dead, joined, list(range(len(dead))))
+            self.stats.reused_slots += len(dead)
+            for slot, s in zip(dead, group, strict=False):
+                self._slots[slot] = s
+        if len(dead) < len(group):
+            if dead:
+                joined.select(torch.arange(len(dead), len(group), device=self.device))
+            self._kv.extend(joined)
+            self._slots.extend(group[len(dead) :])
 
     def _sample(self, seqs: Sequence[_Seq], logits: torch.Tensor) -> None:
         temperature, top_k, top_p = params_tensors([s.request.params for s in seqs], self.device)
@@ -300,25 +323,29 @@ class Engine:
                 s.top_lps.append([v for _, v in pairs])
         self.stats.generated_tokens += len(seqs)
 
-    def _retire(self) -> list[GenerationResult]:
-        finished, gone = [], []
-        for i, s in enumerate(self._running):
+    def _retire(self, only: set[int] | None = None) -> list[GenerationResult]:
+        """Free the slots of finished sequences (restricted to `only`, object ids, if given)."""
+        finished = []
+        for i, s in enumerate(self._slots):
+            if s is None or (only is not None and id(s) not in only):
+                continue
             verdict = s.stop.check(s.token_ids, s.budget)
             if verdict is not None:
                 finished.append(self._result(s, *verdict))
-                gone.append(i)
-        if gone:
-            self._drop_rows(gone)
+                self._slots[i] = None
         return finished
 
-    def _drop_rows(self, rows: list[int]) -> None:
-        drop = set(rows)
-        keep = [i for i in range(len(self._running)) if i not in drop]
-        self._running = [self._running[i] for i in keep]
+    def _compact(self) -> None:
+        """Remove free slots from the cache."""
+        keep = [i for i, s in enumerate(self._slots) if s is not None]
+        if len(keep) == len(self._slots):
+            return
         if not keep:
-            self._kv = None
-        elif self._kv is not None:
-            self._kv.select(torch.tensor(keep, device=self.device))
+            self._slots, self._kv = [], None
+            return
+        assert self._kv is not None
+        self._kv.select(torch.tensor(keep, device=self.device))
+        self._slots = [self._slots[i] for i in keep]
 
     def _result(self, s: _Seq, reason: Any, stop_reason: int | str | None) -> GenerationResult:
         r = s.request

@@ -135,6 +135,29 @@ class BatchKVCache:
             mine.values = torch.cat([_pad_left(mine.values, width), _pad_left(theirs.values, width)], dim=0)
         self.mask = torch.cat([_pad_left(self.mask, width), _pad_left(other.mask, width)], dim=0)
 
+    def fill(self, slots: list[int], other: BatchKVCache, rows: list[int]) -> None:
+        """Overwrite rows `slots` with rows `rows` of `other`, right-aligned, in place.
+
+        The overwritten rows' older columns stay in memory but are masked out. Widens this
+        cache first if `other` is wider.
+        """
+        if other.width > self.width:
+            self.widen(other.width)
+        start = self.width - other.width
+        dst = torch.tensor(slots, device=self.mask.device)
+        src = torch.tensor(rows, device=self.mask.device)
+        for mine, theirs in zip(self.cache.layers, other.cache.layers, strict=True):
+            mine.keys[dst, :, start:] = theirs.keys.index_select(0, src)
+            mine.values[dst, :, start:] = theirs.values.index_select(0, src)
+        self.mask[dst] = 0
+        self.mask[dst, start:] = other.mask.index_select(0, src)
+
+    def widen(self, width: int) -> None:
+        """Left-pad every row to `width` columns."""
+        for layer in self.cache.layers:
+            layer.keys, layer.values = _pad_left(layer.keys, width), _pad_left(layer.values, width)
+        self.mask = _pad_left(self.mask, width)
+
     def padding_fraction(self) -> float:
         """Fraction of key/value columns (over all rows) that are padding."""
         return 1.0 - float(self.mask.float().mean()) if self.mask.numel() else 0.0
