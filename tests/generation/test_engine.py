@@ -130,6 +130,9 @@ def test_bad_input_fails_fast_with_clear_errors(llama, tokenizer):
     with pytest.raises(RuntimeError, match="idle engine"):
         engine.generate([GenerationRequest([7], request_id="other")])
     assert [r.request_id for r in engine.abort_all()] == ["dup"]
+    engine.add(GenerationRequest([6], request_id="dup"))  # the id is free again
+    with pytest.raises(ValueError, match="aborted partial of the same request"):
+        engine.add(GenerationRequest([6], request_id="x"), resume_from=engine.abort_all()[0])
 
 
 def test_seeds_make_samples_reproducible_and_distinct(llama, tokenizer):

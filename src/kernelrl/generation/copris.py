@@ -134,7 +134,12 @@ class CoprisScheduler:
         return self._exhausted and not (self._queue or self._inflight or self._ready)
 
     def next_batch(self) -> RolloutGroups:
-        """Generate until `groups_per_batch` complete groups exist (fewer only when prompts run out)."""
+        """Generate until `groups_per_batch` complete groups exist (fewer only when prompts run out).
+
+        Groups come in the order they completed, samples within a group by index. With early
+        termination, samples still running are aborted into the buffer before this returns, so
+        the engine is idle and the caller may update the weights.
+        """
         start = time.perf_counter()
         generated = aborted = 0
         resumed = sum(1 for _, p in self._queue if p is not None and p.token_ids)

@@ -5,8 +5,9 @@ waiting requests into the slots that sequences finishing in the previous step le
 KV rows are overwritten in place; the prefill samples each newcomer's first token), then runs one
 batched decode forward that gives every running sequence one more token. Prompts are prefilled
 in groups of similar length (bounded padding); slots nobody takes leave the cache, and columns
-that are padding in every row are dropped (see `BatchKVCache`). Every request samples with its own torch.Generator, so its tokens
-depend on its seed and its logits only, not on what else shares the batch.
+that are padding in every row are dropped (see `BatchKVCache`). Every request samples with its
+own torch.Generator, so its tokens depend on its seed and its logits only, not on what else
+shares the batch.
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ class Engine:
         self._waiting: deque[_Seq] = deque()
         self._slots: list[_Seq | None] = []  # cache row -> sequence; None = finished, row reusable
         self._kv: BatchKVCache | None = None
+        self._ids: set[str] = set()  # request ids waiting or running
 
     # ----------------------------------------------------------------- public API
 
@@ -125,8 +127,13 @@ class Engine:
         stream; its token budget is what `max_new_tokens` leaves after the partial.
         """
         rid = request.request_id
-        if any(s.request.request_id == rid for s in (*self._waiting, *self._live())):
+        if rid in self._ids:
             raise ValueError(f"request {rid!r} is already in the engine")
+        if resume_from is not None and (resume_from.request_id != rid or resume_from.finished):
+            raise ValueError(
+                f"request {rid!r}: resume_from must be an aborted partial of the same request, got "
+                f"{resume_from.request_id!r} with finish_reason {resume_from.finish_reason!r}"
+            )
         prompt = request.prompt_token_ids
         bad = [t for t in prompt if t >= self.vocab_size]
         if bad:
@@ -156,6 +163,7 @@ class Engine:
             seq.top_ids = [list(x) for x in resume_from.top_token_ids] if have else [[] for _ in done]
             seq.top_lps = [list(x) for x in resume_from.top_logprobs] if have else [[] for _ in done]
         self._waiting.append(seq)
+        self._ids.add(rid)
 
     def step(self) -> list[GenerationResult]:
         """Advance every running sequence by one token, admit waiting ones; return the finished.
@@ -179,8 +187,12 @@ class Engine:
         ids = [r.request_id for r in requests]
         if len(set(ids)) != len(ids):
             raise ValueError("request ids must be unique within one generate() call")
-        for r in requests:
-            self.add(r)
+        try:
+            for r in requests:
+                self.add(r)
+        except Exception:
+            self.abort_all()  # leave the engine idle, not half-loaded
+            raise
         results: dict[str, GenerationResult] = {}
         while self.has_unfinished():
             for res in self.step():
@@ -349,6 +361,7 @@ class Engine:
 
     def _result(self, s: _Seq, reason: Any, stop_reason: int | str | None) -> GenerationResult:
         r = s.request
+        self._ids.discard(r.request_id)
         text = self.tokenizer.decode(s.token_ids, skip_special_tokens=True) if self.tokenizer else None
         return GenerationResult(
             request_id=r.request_id,
