@@ -34,17 +34,3 @@ def gpt2(tokenizer):
 @pytest.fixture(params=["llama", "gpt2"])
 def model(request, llama, gpt2):
     return llama if request.param == "llama" else gpt2
-
-
-def encode(tokenizer, text: str) -> list[int]:
-    return tokenizer(text)["input_ids"]
-
-
-PROMPTS = (
-    "def add(a, b):",
-    "import torch",
-    "__global__ void scale(float* x, float s, int n) {",
-    "x",
-    "The kernel is",
-    "out = torch.relu(x @ w + b)",
-)

@@ -4,7 +4,7 @@ import torch
 from kernelrl.generation import Engine, GenerationRequest, SamplingParams
 from kernelrl.generation.tiny import build_tiny_causal_lm
 
-from .conftest import PROMPTS, encode
+from .helpers import PROMPTS, encode
 
 SAMPLED = SamplingParams(temperature=0.8, top_k=40, top_p=0.95, max_new_tokens=12, ignore_eos=True)
 

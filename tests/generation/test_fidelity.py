@@ -11,7 +11,7 @@ from kernelrl.generation import (
     teacher_forced_logprobs,
 )
 
-from .conftest import PROMPTS, encode
+from .helpers import PROMPTS, encode
 
 MIXED = [
     SamplingParams(temperature=1.0),

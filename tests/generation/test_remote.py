@@ -13,7 +13,7 @@ from kernelrl.generation import (
     StepGenerator,
 )
 
-from .conftest import PROMPTS, encode
+from .helpers import PROMPTS, encode
 from .openai_server import CompletionServer
 
 
