@@ -13,13 +13,14 @@ Where the win comes from: the synchronous tail runs few sequences per engine ste
 decode step costs about the same for 1 or 32 sequences (memory-bound), so the tail wastes the
 machine; on a CPU a step's cost grows with the rows and their context, so the tail is cheap and
 CoPRIS also pays for re-prefilling the resumed partials under new weights and for attending over
-padding next to long rows. The defaults use a very small model and moderate lengths, where step
-cost is mostly fixed overhead (the GPU-like regime); `--hidden 128 --layers 4` or longer
-`--max-new-tokens` move toward the compute-bound CPU regime, where the ratio drops. The engine-step
+padding next to long rows. The defaults use a one-layer model and short lengths, where a step's
+cost is mostly fixed overhead, nearly flat in the number of rows (the GPU-like regime);
+`--hidden 64 --layers 2 --median-new-tokens 16 --max-new-tokens 256` or bigger moves toward the
+compute-bound CPU regime, where the ratio falls to about 1x. The engine-step
 ratio printed alongside is the hardware-independent part of the speed-up; the CPU-time ratio is
 the wall-time ratio with the waiting for a shared machine's cores taken out (one torch thread).
 
-    python bench/bench_copris.py [--steps 6] [--groups 8] [--n 8] [--concurrency 32]
+    python bench/bench_copris.py [--steps 8] [--groups 8] [--n 8] [--concurrency 32]
 """
 
 from __future__ import annotations
@@ -82,15 +83,15 @@ def run(model, args, early: bool) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--groups", type=int, default=8, help="complete groups per training step")
     ap.add_argument("--n", type=int, default=8, help="samples per prompt")
     ap.add_argument("--concurrency", type=int, default=32)
-    ap.add_argument("--median-new-tokens", type=float, default=16)
+    ap.add_argument("--median-new-tokens", type=float, default=8)
     ap.add_argument("--sigma", type=float, default=1.2)
-    ap.add_argument("--max-new-tokens", type=int, default=256)
-    ap.add_argument("--hidden", type=int, default=64)
-    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--hidden", type=int, default=32)
+    ap.add_argument("--layers", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=2, help="interleaved rounds; the fastest of each mode is kept")

@@ -204,3 +204,19 @@ def test_model_mode_is_left_as_found(tokenizer):
     model = build_tiny_causal_lm(len(tokenizer), seed=2).train()
     res = Engine(model, tokenizer).generate(requests(tokenizer, lengths=(4,)))
     assert model.training and len(res[0].token_ids) == 4
+
+
+def test_samples_of_one_prompt_share_one_prefill(llama, tokenizer):
+    prompt = encode(tokenizer, PROMPTS[2])
+    reqs = [GenerationRequest(prompt, SAMPLED.replace(seed=i, max_new_tokens=6 + i), str(i)) for i in range(6)]
+    engine = Engine(llama, tokenizer, max_batch_size=3)  # later samples arrive after the first prefill
+    shared = engine.generate(reqs)
+    assert engine.stats.prefill_tokens == len(prompt) and engine.stats.prefix_cache_hits == 5
+    plain = Engine(llama, tokenizer, max_batch_size=3, prefix_cache_tokens=0)
+    alone = plain.generate(reqs)
+    assert plain.stats.prefill_tokens == 4 * len(prompt)  # only samples admitted together share a prefill
+    assert [r.token_ids for r in shared] == [r.token_ids for r in alone]
+    assert len({tuple(r.token_ids) for r in shared}) == 6  # distinct seeds, distinct samples
+    engine.update_weights()  # new weights: the cached prompt KV is stale and dropped
+    engine.generate(reqs[:1])
+    assert engine.stats.prefill_tokens == 2 * len(prompt)

@@ -3,6 +3,7 @@ import torch
 from transformers import DynamicCache
 
 from kernelrl.generation.kv_cache import BatchKVCache, BufferedLayer
+from kernelrl.generation.prefix_cache import PrefixCache, PrefixEntry, batch_from_entries, entry_from_row
 
 
 def make(lengths, width, layers=2, value0=0.0):
@@ -71,3 +72,26 @@ def test_fill_overwrites_free_rows_in_place_right_aligned():
     assert c.width == 6
     assert c.mask.tolist() == [[1] * 6, [0, 0, 0, 0, 0, 1], [0, 0, 0, 1, 1, 1]]
     assert c.cache.layers[1].keys[:, 0, :, 0].tolist() == [[21] * 6, [0, 0, 0, 0, 0, 12], [0, 0, 0, 3, 3, 3]]
+
+
+def test_prefix_cache_evicts_least_recently_used_by_tokens():
+    def entry(n):
+        return PrefixEntry((torch.zeros(1, n, 2),), (torch.zeros(1, n, 2),), torch.zeros(5))
+
+    cache = PrefixCache(max_tokens=10)
+    cache.put((1,), entry(4))
+    cache.put((2,), entry(4))
+    assert cache.get((1,)) is not None  # (1,) is now the most recent
+    cache.put((3,), entry(4))  # 12 tokens > 10: evict the least recently used, (2,)
+    assert cache.get((2,)) is None and cache.get((1,)) is not None and len(cache) == 2
+    cache.put((4,), entry(11))  # larger than the whole cache: not kept
+    assert cache.get((4,)) is None
+
+
+def test_entries_round_trip_into_a_batch():
+    c = make([3, 1], 3)
+    e0, e1 = (entry_from_row(c, i, n, torch.full((5,), float(i))) for i, n in enumerate((3, 1)))
+    batch, logits = batch_from_entries([e1, e0])
+    assert batch.mask.tolist() == [[0, 0, 1], [1, 1, 1]]
+    assert batch.cache.layers[0].keys[:, 0, :, 0].tolist() == [[0, 0, 2], [1, 1, 1]]
+    assert logits[:, 0].tolist() == [1.0, 0.0]

@@ -24,6 +24,7 @@ import torch
 from transformers import DynamicCache
 
 from kernelrl.generation.kv_cache import BatchKVCache, new_cache
+from kernelrl.generation.prefix_cache import PrefixCache, PrefixEntry, batch_from_entries, entry_from_row
 from kernelrl.generation.records import GenerationRequest, GenerationResult
 from kernelrl.generation.sampling import (
     generator_state,
@@ -50,6 +51,7 @@ class EngineStats:
     decode_kv_padding_columns: int = 0
     max_running: int = 0
     reused_slots: int = 0  # newcomers whose KV went into a finished sequence's row in place
+    prefix_cache_hits: int = 0  # newcomers that needed no prefill of their own (shared prompt)
 
     @property
     def decode_padding_fraction(self) -> float:
@@ -82,7 +84,9 @@ class Engine:
     `DynamicCache`. tokenizer: optional; needed for stop strings and `GenerationResult.text`.
     max_batch_size: sequences decoded together. max_prefill_tokens: padded tokens per prefill
     forward. max_context: total prompt + generated tokens (defaults to the model's positions).
-    policy_version: stamped on every generated token; bump it with `update_weights`.
+    prefix_cache_tokens: how many prompt tokens of prefilled KV to keep for reuse (0 = off).
+    policy_version: stamped on every generated token. Change weights only through
+    `update_weights`: it bumps the version and drops KV computed by the old weights.
     """
 
     def __init__(
@@ -95,6 +99,7 @@ class Engine:
         max_context: int | None = None,
         seed: int = 0,
         policy_version: int = 0,
+        prefix_cache_tokens: int = 16384,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
@@ -116,6 +121,7 @@ class Engine:
         self._slots: list[_Seq | None] = []  # cache row -> sequence; None = finished, row reusable
         self._kv: BatchKVCache | None = None
         self._ids: set[str] = set()  # request ids waiting or running
+        self._prefix = PrefixCache(prefix_cache_tokens) if prefix_cache_tokens > 0 else None
 
     # ----------------------------------------------------------------- public API
 
@@ -230,6 +236,8 @@ class Engine:
         self.policy_version = self.policy_version + 1 if version is None else version
         self._waiting.extendleft(reversed(self._live()))
         self._slots, self._kv = [], None
+        if self._prefix is not None:
+            self._prefix.clear()
         return self.policy_version
 
     def has_unfinished(self) -> bool:
@@ -275,10 +283,25 @@ class Engine:
         self._sample(seqs, logits)
 
     def _admit(self) -> list[GenerationResult]:
-        """Prefill waiting requests into free slots; return those done after their first token."""
+        """Prefill waiting requests into free slots; return those done after their first token.
+
+        Each distinct context is prefilled once (and a fresh prompt is remembered in the prefix
+        cache), so the samples of one group admitted now or later share a single prefill.
+        """
         free = self.max_batch_size - self.num_running
         batch = [self._waiting.popleft() for _ in range(min(free, len(self._waiting)))]
-        for group in _prefill_groups(batch, self.max_prefill_tokens):
+        if not batch:
+            return []
+        keys = [tuple(s.context) for s in batch]
+        entries: dict[tuple[int, ...], PrefixEntry | None] = {}
+        todo: list[_Seq] = []
+        for s, key in zip(batch, keys, strict=True):
+            if key not in entries:
+                entries[key] = self._prefix.get(key) if self._prefix is not None else None
+                if entries[key] is None:
+                    todo.append(s)
+        self.stats.prefix_cache_hits += len(batch) - len(todo)
+        for group in _prefill_groups(todo, self.max_prefill_tokens):
             contexts = [s.context for s in group]
             width = max(len(c) for c in contexts)
             ids = torch.zeros(len(group), width, dtype=torch.long)
@@ -293,10 +316,17 @@ class Engine:
             real = sum(len(c) for c in contexts)
             self.stats.prefill_tokens += real
             self.stats.prefill_padding_tokens += ids.numel() - real
-            for s, c in zip(group, contexts, strict=True):
-                s.pos = len(c)
-            self._place(group, BatchKVCache(cache, mask))
-            self._sample(group, logits)
+            prefilled = BatchKVCache(cache, mask)
+            for i, (s, c) in enumerate(zip(group, contexts, strict=True)):
+                entry = entry_from_row(prefilled, i, len(c), logits[i])
+                entries[tuple(c)] = entry
+                if self._prefix is not None and not s.token_ids:
+                    self._prefix.put(tuple(c), entry)
+        joined, logits = batch_from_entries([entries[k] for k in keys])  # type: ignore[misc]
+        for s, key in zip(batch, keys, strict=True):
+            s.pos = len(key)
+        self._place(batch, joined)
+        self._sample(batch, logits)
         self.stats.max_running = max(self.stats.max_running, self.num_running)
         return self._retire(only=set(map(id, batch)))
 
