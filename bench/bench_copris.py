@@ -94,7 +94,7 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--repeats", type=int, default=2, help="interleaved rounds; the fastest of each mode is kept")
+    ap.add_argument("--repeats", type=int, default=3, help="interleaved rounds; the fastest of each mode is kept")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model = build_tiny_causal_lm(512, hidden_size=args.hidden, num_layers=args.layers,
