@@ -10,6 +10,7 @@ import sys
 COMMANDS: dict[str, str] = {
     "eval": "kernelrl.cli.eval_cmd",
     "tasks": "kernelrl.cli.tasks_cmd",
+    "serve": "kernelrl.cli.serve_cmd",
 }
 
 
