@@ -231,10 +231,11 @@ class Service:
             "uptime_s": time.time() - self.started_at,
         }
 
-    def close(self) -> None:
+    def close(self, close_executor: bool = True) -> None:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
         self._thread.join(timeout=10)
-        self.executor.close()
+        if close_executor:
+            self.executor.close()
         self.store.close()
