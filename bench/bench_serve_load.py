@@ -68,8 +68,8 @@ def start_server(db: Path, workers: int, port: int) -> subprocess.Popen[bytes]:
     raise SystemExit("server did not start")
 
 
-def run_client(url: str, token: str | None, index: int, count: int, out: list[dict], errors: list[str]) -> None:
-    """One client: submit its jobs one by one, then wait for each result."""
+def run_client(url: str, token: str | None, index: int, count: int, out: list[dict], errors: list[str], gap: float) -> None:
+    """One client: submit its jobs one by one (`gap` seconds apart), then wait for each result."""
     try:
         with ServeClient(url, token, max_concurrency=4, retries=30) as client:
             submitted = []
@@ -77,6 +77,8 @@ def run_client(url: str, token: str | None, index: int, count: int, out: list[di
                 sent = time.time()
                 job_id = client.submit(TASK, CANDIDATE, config=CONFIG, idempotency_key=f"bench-{index}-{i}")
                 submitted.append((job_id, sent))
+                if gap:
+                    time.sleep(gap)
             for job_id, sent in submitted:
                 result = client.wait(job_id)
                 info = client.status(job_id)
@@ -95,6 +97,8 @@ def main() -> int:
     parser.add_argument("--url", help="use a running server instead of starting one")
     parser.add_argument("--token", default=os.environ.get("KERNELRL_SERVE_TOKEN"))
     parser.add_argument("--port", type=int, default=8377)
+    parser.add_argument("--rate", type=float, default=0.0,
+                        help="total submissions per second (0: as fast as possible, a saturated queue)")
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="kernelrl-serve-bench-"))
@@ -105,8 +109,9 @@ def main() -> int:
         results: list[dict] = []
         errors: list[str] = []
         shares = [args.jobs // args.clients + (1 if i < args.jobs % args.clients else 0) for i in range(args.clients)]
+        gap = args.clients / args.rate if args.rate else 0.0
         started = time.time()
-        threads = [threading.Thread(target=run_client, args=(url, args.token, i, n, results, errors)) for i, n in enumerate(shares)]
+        threads = [threading.Thread(target=run_client, args=(url, args.token, i, n, results, errors, gap)) for i, n in enumerate(shares)]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -125,7 +130,8 @@ def main() -> int:
     queue = [r["queue_s"] for r in results if r["queue_s"] is not None]
     e2e = [r["e2e_s"] for r in results]
     span = max(r["finished"] for r in results) - min(r["created"] for r in results) if results else float("nan")
-    print(f"jobs: {args.jobs} from {args.clients} concurrent clients, server workers: {args.workers}")
+    rate = f"{args.rate:g}/s" if args.rate else "unthrottled"
+    print(f"jobs: {args.jobs} from {args.clients} concurrent clients ({rate}), server workers: {args.workers}")
     print(f"results: {len(results)}  lost: {lost}  client errors: {len(errors)}  statuses: {dict(Counter(r['status'] for r in results))}")
     if server is not None:
         with sqlite3.connect(db) as con:
