@@ -17,8 +17,8 @@ from starlette.exceptions import HTTPException
 from kernelrl.serve.metrics import render_metrics
 from kernelrl.serve.middleware import GuardMiddleware
 from kernelrl.serve.models import TERMINAL_STATES, BatchIn, BatchSubmitted, Health, JobIn, JobOut, Submitted
-from kernelrl.serve.service import BadJob, QueueFull, Service
-from kernelrl.serve.store import IdempotencyConflict, JobRecord
+from kernelrl.serve.service import BadJob, Service
+from kernelrl.serve.store import IdempotencyConflict, JobRecord, QueueFull
 
 MAX_WAIT_S = 300.0
 

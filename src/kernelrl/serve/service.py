@@ -30,10 +30,6 @@ class BadJob(ValueError):
         self.status = status
 
 
-class QueueFull(RuntimeError):
-    pass
-
-
 @dataclass
 class Stats:
     """Counters and recent latencies for the metrics endpoint."""
@@ -117,12 +113,9 @@ class Service:
             raise BadJob(f"invalid config: {exc}") from None
         return NewJob(record.to_dict(), cand.to_dict(), merged.to_dict(), priority, key)
 
-    def accept(self, jobs: list[NewJob]) -> list[tuple[str, str, bool]]:
+    def accept(self, jobs: list[NewJob]) -> list[tuple[str, str, bool]]:  # raises store.QueueFull
         """Store jobs (atomically) and wake the dispatcher; QueueFull when the queue is at its limit."""
-        queued = self.store.counts()["queued"]
-        if queued + len(jobs) > self.max_queue:
-            raise QueueFull(f"the queue holds {queued} jobs (limit {self.max_queue}); retry later")
-        out = self.store.add_many(jobs)
+        out = self.store.add_many(jobs, max_queued=self.max_queue)
         fresh = sum(1 for _, _, dup in out if not dup)
         self.stats.submitted += fresh
         self.stats.duplicates += len(out) - fresh

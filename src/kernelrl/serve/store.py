@@ -56,6 +56,10 @@ class IdempotencyConflict(ValueError):
     """An idempotency key was reused with a different request."""
 
 
+class QueueFull(RuntimeError):
+    """Accepting the jobs would take the queue past its limit."""
+
+
 @dataclass
 class NewJob:
     task: dict[str, Any]
@@ -120,13 +124,17 @@ class JobStore:
     def _tx(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Cursor:
         return self._db.execute(sql, args)
 
-    def add_many(self, jobs: list[NewJob]) -> list[tuple[str, str, bool]]:
-        """Insert jobs atomically; returns (id, state, duplicate) per job. Raises IdempotencyConflict."""
+    def add_many(self, jobs: list[NewJob], max_queued: int | None = None) -> list[tuple[str, str, bool]]:
+        """Insert jobs atomically; returns (id, state, duplicate) per job.
+
+        Raises IdempotencyConflict, or QueueFull when the new jobs would take the queue past `max_queued`.
+        """
         out: list[tuple[str, str, bool]] = []
         now = time.time()
         with self._lock:
             self._tx("BEGIN IMMEDIATE")
             try:
+                queued = self._tx("SELECT COUNT(*) FROM jobs WHERE state = 'queued'").fetchone()[0]
                 for job in jobs:
                     digest = job.request_hash()
                     if job.idempotency_key is not None:
@@ -151,6 +159,9 @@ class JobStore:
                         ),
                     )
                     out.append((job_id, "queued", False))
+                fresh = sum(1 for _, _, duplicate in out if not duplicate)
+                if max_queued is not None and fresh and queued + fresh > max_queued:  # duplicates always answer
+                    raise QueueFull(f"the queue holds {queued} jobs (limit {max_queued}); retry later")
                 self._tx("COMMIT")
             except BaseException:
                 self._tx("ROLLBACK")
