@@ -39,8 +39,11 @@ TASK = {
     ),
 }
 CANDIDATE = (
-    "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
-    "    def forward(self, x):\n        return x.clamp_min(0)\n"
+    "import torch\nimport torch.nn as nn\nfrom kernelrl.native import load_cpp\n\n"
+    "lib = load_cpp(r\"\"\"\nvoid relu(const float* x, float* y, long n) {\n"
+    "    for (long i = 0; i < n; ++i) y[i] = x[i] > 0 ? x[i] : 0;\n}\n\"\"\", [\"relu\"])\n\n\n"
+    "class ModelNew(nn.Module):\n    def forward(self, x):\n        y = torch.empty_like(x)\n"
+    "        lib.relu(x.contiguous(), y, x.numel())\n        return y\n"
 )
 CONFIG = {"measure_timing": False, "correctness_trials": 1}
 

@@ -18,18 +18,18 @@ SRC = str(Path(__file__).resolve().parents[2] / "src")
 ROOT = str(Path(__file__).resolve().parents[2])
 
 TASK = {"id": "test/relu", "source": C.RELU_TASK}
-CHEAP = C.forward_body("        return torch.relu(x) * self.scale")  # correct, pure torch, no build
-WRONG = C.WRONG_VALUES
+# Candidates call a real C++ kernel (kernelrl.native; built once per cache), so no static policy on
+# "uses a kernel" can reject them.
+CHEAP = C.GOOD  # correct
+WRONG = C.GOOD.replace("* s;", "* s + 0.5f;")  # builds and runs, wrong values
 
 
 def sleepy(seconds: float) -> str:
     """A correct candidate whose first forward call sleeps (to keep a worker busy)."""
-    body = (
-        "        import time\n"
-        f"        if not getattr(self, 'slept', False):\n            self.slept = True\n            time.sleep({seconds})\n"
-        "        return torch.relu(x) * self.scale"
-    )
-    return C.forward_body(body)
+    header = "    def forward(self, x):\n"
+    assert header in CHEAP
+    body = f"        import time\n        if not getattr(self, 'slept', False):\n            self.slept = True\n            time.sleep({seconds})\n"
+    return CHEAP.replace(header, header + body)
 
 
 FAST_CONFIG = {"measure_timing": False, "correctness_trials": 1}

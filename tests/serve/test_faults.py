@@ -36,8 +36,8 @@ def test_worker_killed_mid_job_is_rerun_once_then_reported(tmp_path: Path) -> No
             # Killed once: the job runs again on a fresh worker and succeeds.
             job = client.submit(TASK, sleepy(2.0), config=FAST_CONFIG)
             assert client.status(job, wait_start=30)["state"] == "running"
-            time.sleep(0.5)
             (first,) = children_running(server.pid(), SUPERVISOR)
+            wait_for(lambda: children_running(first, ""))  # the evaluation child is forked: mid-job
             os.kill(first, signal.SIGKILL)
             result = client.wait(job)
             assert result.status == Status.OK, result.feedback
@@ -46,11 +46,11 @@ def test_worker_killed_mid_job_is_rerun_once_then_reported(tmp_path: Path) -> No
             # Killed twice: the job ends `crashed`, naming the reason.
             job = client.submit(TASK, sleepy(4.0), config=FAST_CONFIG)
             assert client.status(job, wait_start=30)["state"] == "running"
-            time.sleep(0.5)
             (second,) = children_running(server.pid(), SUPERVISOR)
+            wait_for(lambda: children_running(second, ""))
             os.kill(second, signal.SIGKILL)
             third = wait_for(lambda: [p for p in children_running(server.pid(), SUPERVISOR) if p != second])[0]
-            time.sleep(4.0)  # started and running the job again
+            wait_for(lambda: children_running(third, ""), timeout=120)  # restarted and running the job again
             os.kill(third, signal.SIGKILL)
             result = client.wait(job)
             assert result.status == Status.CRASHED

@@ -64,6 +64,8 @@ class Worker:
             raise WorkerDied("evaluation worker exited during start-up")
 
     def run(self, job: dict[str, Any], deadline: float) -> dict[str, Any]:
+        if self.process is None:  # an earlier restart failed: try again rather than wedge this slot
+            self.start()
         assert self.process is not None and self.process.stdin is not None and self.reader is not None
         try:
             write_message(self.process.stdin.fileno(), job)
