@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--token", help="bearer token clients must send (default: $KERNELRL_SERVE_TOKEN)")
     p.add_argument("--db", default="runs/serve/jobs.sqlite", help="SQLite job store (jobs survive restarts)")
     p.add_argument("--tasks", help="task file, directory or dataset; jobs may then name a task by id")
-    p.add_argument("--workers", type=int, help="evaluation worker slots (local pool; default 2)")
+    p.add_argument("--workers", type=int, help="evaluation worker slots of the local pool (default: one per core, or per GPU)")
     p.add_argument("--ray-address", help="run workers as Ray actors: a cluster address, or 'local'")
     p.add_argument("--ray-slots", type=int, help="Ray actors (default: the cluster's GPUs, else its CPUs)")
     p.add_argument("--max-body-mb", type=float, default=8.0, help="largest request body (larger: 413)")

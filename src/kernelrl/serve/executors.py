@@ -68,7 +68,8 @@ class LocalExecutor(Executor):
 
     name = "local"
 
-    def __init__(self, workers: int = 2, config: EvalConfig | None = None, **_: Any) -> None:
+    def __init__(self, workers: int | None = None, config: EvalConfig | None = None, **_: Any) -> None:
+        """`workers` slots; default one per core, or one per GPU where there are GPUs."""
         self.pool = EvalPool(workers=workers, config=config)
         self.capacity = self.pool.size
         self.device = device_label()

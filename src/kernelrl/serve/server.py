@@ -87,7 +87,7 @@ def build_app(options: ServeOptions) -> Any:
         executor = make_executor("ray", ray_address=options.ray_address, slots=options.ray_slots or options.workers,
                                  config=config)
     else:
-        executor = make_executor("local", workers=options.workers or 2, config=config)
+        executor = make_executor("local", workers=options.workers, config=config)
     service = Service(store, executor, tasks=tasks, config=config, max_queue=options.max_queue)
     return create_app(service, token=options.resolved_token(), max_body=int(options.max_body_mb * 2**20))
 
