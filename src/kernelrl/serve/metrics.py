@@ -57,6 +57,8 @@ def render_metrics(service: Service, responses: Counter[int]) -> str:
                      [("", service.executor.restarts)])
     lines += _family("kernelrl_reference_cache_total", "counter", "Reference-timing cache lookups.",
                      [('{result="hit"}', stats.reference_hits), ('{result="miss"}', stats.reference_misses)])
+    lines += _family("kernelrl_internal_errors_recent", "gauge", "Recent store/dispatch errors the service survived.",
+                     [("", len(stats.dispatch_errors))])
     lines += _family("kernelrl_http_responses_total", "counter", "HTTP responses by status code.",
                      [(f'{{code="{k}"}}', v) for k, v in sorted(responses.items())])
     if stats.exec_latency:

@@ -42,6 +42,7 @@ class Stats:
     exec_latency: deque[float] = field(default_factory=lambda: deque(maxlen=10000))
     reference_hits: int = 0
     reference_misses: int = 0
+    dispatch_errors: deque[str] = field(default_factory=lambda: deque(maxlen=100))
 
 
 def merge_config(base: EvalConfig, overrides: dict[str, Any] | None) -> EvalConfig:
@@ -140,7 +141,12 @@ class Service:
                         self._pending = True  # a periodic look at the store
                 if self._stopping:
                     return
-            job = self.store.claim_next()
+            try:
+                job = self.store.claim_next()
+            except Exception as exc:  # e.g. a locked or full disk: keep the dispatcher alive, try again
+                self.stats.dispatch_errors.append(repr(exc))
+                time.sleep(0.5)
+                continue
             if job is None:
                 with self._cond:
                     self._pending = False
@@ -188,21 +194,28 @@ class Service:
         timing = result.timing
         if cache and timing and timing.reference_ms is not None and not timing.reference_cached:
             key, settings, _ = cache
-            self.store.put_reference_timing(
-                key, Task.from_dict(job.task).source_hash, self.executor.device, settings,
-                {"reference_ms": timing.reference_ms, "reference_spread_ms": timing.reference_spread_ms,
-                 "compiled_reference_ms": timing.compiled_reference_ms},
-            )
+            try:  # best effort: the cache must never cost a job its result
+                self.store.put_reference_timing(
+                    key, Task.from_dict(job.task).source_hash, self.executor.device, settings,
+                    {"reference_ms": timing.reference_ms, "reference_spread_ms": timing.reference_spread_ms,
+                     "compiled_reference_ms": timing.compiled_reference_ms},
+                )
+            except Exception as exc:
+                self.stats.dispatch_errors.append(f"reference cache: {exc!r}")
         self._complete(job, result.to_dict(), result.error if result.status == "crashed" else "")
 
     def _complete(self, job: JobRecord, result: dict[str, Any] | None, error: str) -> None:
         if self._stopping:  # the store may be closed; the job is re-queued on the next start
             return
-        if self.store.finish(job.id, result, error):
-            self.stats.completed[result["status"] if result else "failed"] += 1
-        with self._cond:
-            self._inflight -= 1
-            self._cond.notify_all()
+        try:
+            if self.store.finish(job.id, result, error):
+                self.stats.completed[result["status"] if result else "failed"] += 1
+        except Exception as exc:  # not written: the job stays running and is re-queued on the next start
+            self.stats.dispatch_errors.append(f"store: {exc!r}")
+        finally:
+            with self._cond:
+                self._inflight -= 1
+                self._cond.notify_all()
         self._notify(job.id)
 
     def _notify(self, job_id: str) -> None:
