@@ -18,7 +18,7 @@ from kernelrl.serve.client import (
     ServeError,
     job_body,
 )
-from tests.serve.helpers import CHEAP, FAST_CONFIG, TASK, WRONG, ServerProcess, sleepy
+from tests.serve.helpers import CHEAP, FAST_CONFIG, TASK, WRONG, ServerProcess, free_port, sleepy
 
 TOKEN = "test-token-123"
 
@@ -165,8 +165,11 @@ def test_reference_timing_is_cached_in_the_store(server: ServerProcess, client: 
         assert db.execute("SELECT COUNT(*) FROM reference_timing").fetchone()[0] >= 1
 
 
-def test_queue_and_execution_timeouts_are_separate(client: ServeClient) -> None:
+def test_queue_and_execution_timeouts_are_separate(client: ServeClient, raw: httpx.Client) -> None:
     busy = [client.submit(TASK, sleepy(3), config=FAST_CONFIG, priority=10) for _ in range(2)]
+    pending = raw.get(f"/v1/jobs/{busy[0]}/result", params={"wait": 0})
+    assert pending.status_code == 202 and pending.json()["state"] in ("queued", "running")
+    assert pending.json()["result"] is None
     late = client.submit(TASK, CHEAP, config=FAST_CONFIG, priority=-5)
     with pytest.raises(QueueTimeout):
         client.wait(late, queue_timeout=0.5)
@@ -212,3 +215,10 @@ def test_queue_limit_gives_429_and_the_client_backs_off(tmp_path: Path) -> None:
             assert patient.evaluate(TASK, CHEAP, config=FAST_CONFIG).status == Status.OK
     finally:
         proc.stop()
+
+
+def test_client_reports_an_unreachable_server() -> None:
+    nobody = ServeClient(f"http://127.0.0.1:{free_port()}", retries=1, backoff_s=0.01)
+    with nobody, pytest.raises(ServeError) as info:
+        nobody.health()
+    assert info.value.status == 0 and "cannot reach" in info.value.message
