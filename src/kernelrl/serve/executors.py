@@ -10,6 +10,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import os
 import platform
+import sys
 import threading
 from abc import ABC, abstractmethod
 from typing import Any
@@ -23,6 +24,13 @@ def device_label() -> str:
     """A label for this machine's evaluation device (a key of the reference-timing cache)."""
     if os.environ.get("KERNELRL_DEVICE_LABEL"):
         return os.environ["KERNELRL_DEVICE_LABEL"]
+    torch = sys.modules.get("torch")  # only when already imported (the pool imports it to count GPUs)
+    if torch is not None:
+        try:
+            if torch.cuda.is_available():
+                return f"cuda:{torch.cuda.get_device_name(0)}"
+        except Exception:
+            pass
     model = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as handle:

@@ -35,6 +35,8 @@ class _EvalActor:
     def info(self) -> dict[str, Any]:
         import ray
 
+        if ray.get_gpu_ids():
+            import torch  # noqa: F401  (device_label then names the GPU)
         return {"pid": os.getpid(), "node": ray.get_runtime_context().get_node_id(), "device": device_label()}
 
     def evaluate(self, task: dict[str, Any], candidate: dict[str, Any], config: dict[str, Any], cached: dict | None) -> dict:
@@ -94,7 +96,7 @@ class RayExecutor(Executor):
         self._slots: list[_Slot] = [self._new_slot() for _ in range(self.capacity)]
         for slot in self._slots:
             self._wait_ready(slot)
-        self.device = ("ray-gpu:" if self.use_gpus else "ray-") + str(self._slots[0].info.get("device", "cpu"))
+        self.device = "ray:" + str(self._slots[0].info.get("device", "cpu"))
         self._threads = cf.ThreadPoolExecutor(max_workers=self.capacity, thread_name_prefix="ray-job")
 
     def _new_slot(self) -> _Slot:
