@@ -12,6 +12,7 @@ COMMANDS: dict[str, str] = {
     "eval": "kernelrl.cli.eval_cmd",
     "tasks": "kernelrl.cli.tasks_cmd",
     "redteam": "kernelrl.cli.redteam_cmd",
+    "serve": "kernelrl.cli.serve_cmd",
 }
 
 

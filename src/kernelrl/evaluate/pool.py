@@ -88,6 +88,8 @@ class Worker:
             raise WorkerDied("evaluation worker exited during start-up")
 
     def run(self, job: dict[str, Any], deadline: float) -> dict[str, Any]:
+        if self.process is None:  # an earlier restart failed: try again rather than wedge this slot
+            self.start()
         assert self.process is not None and self.process.stdin is not None and self.reader is not None
         try:
             write_message(self.process.stdin.fileno(), job)
@@ -206,7 +208,14 @@ class EvalPool:
             feedback=f"status: crashed\nthe evaluation worker died twice on this job: {reason}",
         )
 
-    def submit(self, task: Task, candidate: Candidate, config: EvalConfig | None = None) -> cf.Future[EvalResult]:
+    def submit(
+        self,
+        task: Task,
+        candidate: Candidate,
+        config: EvalConfig | None = None,
+        cached_reference: dict[str, Any] | None = None,
+    ) -> cf.Future[EvalResult]:
+        """Queue one evaluation; `cached_reference` (reference timing from an outside cache) skips timing the reference."""
         if self._closed:
             raise RuntimeError("the pool is closed")
         job = {
@@ -215,6 +224,8 @@ class EvalPool:
             "candidate": candidate.to_dict(),
             "config": (config or self.config).to_dict(),
         }
+        if cached_reference:
+            job["cached_reference"] = cached_reference
         future: cf.Future[EvalResult] = cf.Future()
         self._jobs.put((job, future))
         return future

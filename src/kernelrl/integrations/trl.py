@@ -1,0 +1,58 @@
+"""TRL bridge: a reward function for `trl.GRPOTrainer` that scores completions through `kernelrl serve`.
+
+    reward = make_reward_func()              # dataset rows carry a `task_id` (or `task`) column
+    GRPOTrainer(model=..., reward_funcs=[reward], train_dataset=dataset, ...)
+
+TRL calls it as `reward(prompts=..., completions=..., **columns)` and reads one float per completion.
+Completions may be plain text or conversational (a list of messages; the last one's content is used).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+from collections.abc import Callable
+from typing import Any
+
+from kernelrl.integrations.scoring import default_client, extract_code, reward_from_result, task_spec
+
+
+def completion_text(completion: Any) -> str:
+    """The text of one completion, standard (str) or conversational (list of {"role", "content"})."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list) and completion:
+        last = completion[-1]
+        return str(last.get("content", "")) if isinstance(last, dict) else str(last)
+    if isinstance(completion, dict):
+        return str(completion.get("content", ""))
+    return str(completion or "")
+
+
+def make_reward_func(
+    client: Any = None, task_column: str = "task_id", backend: str = "cpu", max_bonus: float = 1.0,
+    config: dict[str, Any] | None = None, name: str = "kernelrl_reward",
+) -> Callable[..., list[float]]:
+    """A `(prompts, completions, **kwargs) -> list[float]` reward; the task of row i comes from
+    `kwargs[task_column][i]` (a task id, Task dict or KernelBench source) or `kwargs["task"][i]`."""
+
+    def reward(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
+        service = client or default_client()
+        column = kwargs.get(task_column) or kwargs.get("task")
+        if column is None:
+            raise KeyError(f"the dataset needs a {task_column!r} (or 'task') column naming each row's task")
+        scores = [0.0] * len(completions)
+        jobs = []
+        for i, completion in enumerate(completions):
+            code = extract_code(completion_text(completion))
+            if code is not None:
+                jobs.append((i, task_spec(column[i]), code))
+        options: dict[str, Any] = {"backend": backend, **({"config": config} if config else {})}
+        if jobs:
+            with cf.ThreadPoolExecutor(max_workers=min(len(jobs), service.max_concurrency)) as threads:
+                futures = {threads.submit(service.evaluate, task, code, **options): i for i, task, code in jobs}
+                for future, i in futures.items():
+                    scores[i] = reward_from_result(future.result(), max_bonus=max_bonus)
+        return scores
+
+    reward.__name__ = name  # TRL logs each reward under its function's name
+    return reward

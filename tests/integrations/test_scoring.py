@@ -1,0 +1,44 @@
+"""Code extraction, task specs and the reward of an EvalResult (no service needed)."""
+
+from __future__ import annotations
+
+import json
+
+from kernelrl.evaluate import EvalResult, Status, Timing
+from kernelrl.integrations.scoring import extract_code, reward_from_result, task_spec
+from kernelrl.tasks import Task
+from tests.serve.helpers import CHEAP, TASK
+
+
+def test_extract_code_prefers_the_last_block_defining_model_new() -> None:
+    text = f"Plan first.\n```python\nprint('scratch')\n```\nFinal:\n```python\n{CHEAP}```\nDone."
+    assert extract_code(text).strip() == CHEAP.strip()
+    assert extract_code("```\nx = 1\n```").strip() == "x = 1"
+    assert extract_code(CHEAP).strip() == CHEAP.strip()
+    assert extract_code("I cannot write this kernel.") is None
+    assert extract_code("") is None
+
+
+def test_reward_is_zero_unless_correct_then_one_plus_clipped_bonus() -> None:
+    def result(status: Status, speedup: float | None = None, meaningful: bool = True) -> EvalResult:
+        timing = Timing(speedup=speedup, meaningful=meaningful) if speedup is not None else None
+        return EvalResult(status=status, task_id="t", backend="cpu", timing=timing)
+
+    assert reward_from_result(result(Status.INCORRECT, 5.0)) == 0.0
+    assert reward_from_result(result(Status.COMPILE_ERROR)) == 0.0
+    assert reward_from_result(result(Status.OK)) == 1.0
+    assert reward_from_result(result(Status.OK, 0.5)) == 1.0
+    assert reward_from_result(result(Status.OK, 1.5)) == 1.5
+    assert reward_from_result(result(Status.OK, 9.0)) == 2.0
+    assert reward_from_result(result(Status.OK, 9.0), max_bonus=3.0) == 4.0
+    assert reward_from_result(result(Status.OK, 9.0, meaningful=False)) == 1.0
+
+
+def test_task_spec_accepts_ids_dicts_json_and_source() -> None:
+    assert task_spec("relu") == "relu"
+    assert task_spec(TASK) == TASK
+    assert task_spec(json.dumps(TASK)) == TASK
+    inline = task_spec(TASK["source"], {"task_id": "mine"})
+    assert isinstance(inline, Task) and inline.id == "mine"
+    assert task_spec("ignored", {"task": TASK}) == TASK
+    assert task_spec("gt-id", {"task_id": "from-extra"}) == "from-extra"
