@@ -8,7 +8,7 @@ import time
 
 from kernelrl.evaluate import Candidate, EvalConfig, EvalPool, Status
 from kernelrl.tasks import Task
-from tests.serve.helpers import CHEAP, SRC, TASK, children_running, sleepy
+from tests.serve.helpers import CHEAP, TASK, children_running, sleepy
 
 CONFIG = EvalConfig(measure_timing=False, correctness_trials=1)
 SUPERVISOR = "kernelrl.evaluate.supervisor"
@@ -26,7 +26,7 @@ def wait_for(predicate, timeout: float = 60.0):
 
 def test_failed_restart_then_next_job_still_runs() -> None:
     task = Task.from_dict(TASK)
-    with EvalPool(workers=1, config=CONFIG, env={"PYTHONPATH": SRC}) as pool:  # this tree's kernelrl
+    with EvalPool(workers=1, config=CONFIG, sandbox="none") as pool:  # kills must hit the supervisor itself
         future = pool.submit(task, Candidate(sleepy(3.0)))
         (first,) = wait_for(lambda: children_running(os.getpid(), SUPERVISOR))
         wait_for(lambda: children_running(first, ""))  # mid-job

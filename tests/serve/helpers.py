@@ -25,11 +25,38 @@ WRONG = C.GOOD.replace("* s;", "* s + 0.5f;")  # builds and runs, wrong values
 
 
 def sleepy(seconds: float) -> str:
-    """A correct candidate whose first forward call sleeps (to keep a worker busy)."""
-    header = "    def forward(self, x):\n"
-    assert header in CHEAP
-    body = f"        import time\n        if not getattr(self, 'slept', False):\n            self.slept = True\n            time.sleep({seconds})\n"
-    return CHEAP.replace(header, header + body)
+    """A correct candidate whose first forward call busy-waits in C (to keep a worker busy)."""
+    return f'''
+import torch
+import torch.nn as nn
+from kernelrl.native import load_cpp
+
+lib = load_cpp(r"""
+#include <chrono>
+void scaled_relu(const float* x, float* y, long n, float s) {{
+    for (long i = 0; i < n; ++i) y[i] = (x[i] > 0 ? x[i] : 0) * s;
+}}
+void spin(double seconds) {{
+    auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < end) {{}}
+}}
+""", ["scaled_relu", "spin"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale: float):
+        super().__init__()
+        self.scale = scale
+        self.slept = False
+
+    def forward(self, x):
+        if not self.slept:
+            self.slept = True
+            lib.spin({seconds})
+        y = torch.empty_like(x)
+        lib.scaled_relu(x.contiguous(), y, x.numel(), self.scale)
+        return y
+'''
 
 
 FAST_CONFIG = {"measure_timing": False, "correctness_trials": 1}
