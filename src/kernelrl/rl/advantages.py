@@ -37,8 +37,8 @@ def grpo_advantages(
     """GRPO outcome advantage (DeepSeekMath, Shao et al. 2024, §4.1.2 outcome supervision).
 
     ``A_{i,t} = (r_i - mean_g(r)) / (std_g(r) + eps)`` for every valid token t of sample i, where
-    mean/std run over the group of sample i (std with Bessel's correction; 0 for a group of one,
-    whose advantage is therefore 0). ``norm_by_std=False`` gives Dr. GRPO.
+    mean/std run over the group of sample i (std with Bessel's correction; a group of one, or
+    one whose rewards all agree, gets advantage 0). ``norm_by_std=False`` gives Dr. GRPO.
 
     rewards ``[B]``, group_ids ``[B]``, response_mask ``[B, T]`` -> ``[B, T]``.
     """
@@ -46,7 +46,10 @@ def grpo_advantages(
     mean, std = group_mean_std(rewards, group_index(group_ids))
     adv = rewards - mean
     if norm_by_std:
-        adv = adv / (std + eps)
+        denom = std + eps
+        # a group whose rewards all agree (or a group of one) has adv 0 even with eps = 0
+        adv = torch.where(denom > 0, adv / torch.where(denom > 0, denom, torch.ones_like(denom)),
+                          torch.zeros_like(adv))
     return broadcast_to_tokens(adv, response_mask)
 
 
