@@ -181,7 +181,10 @@ def test_masked_garbage_and_padding_never_change_a_result(case: str, seed: int, 
     _check_masked_zero(ref, mask)
     gen = torch.Generator().manual_seed(seed + 1)
     scrambled = {k: scramble_masked(v, mask, gen) for k, v in token.items()}
+    before = {k: v.clone() for k, v in scrambled.items()}
     assert_tree_close(ref, fn(**scrambled, **other, **{mask_name: mask}))
+    for k, v in scrambled.items():  # inputs are never modified in place
+        assert torch.equal(v.isnan(), before[k].isnan()) and torch.equal(v.nan_to_num(), before[k].nan_to_num())
     padded = {k: pad_columns(v, pad, gen) for k, v in scrambled.items()}
     padded_mask = pad_columns(mask, pad, fill=False)
     assert_tree_close(fn(**padded, **other, **{mask_name: padded_mask}), ref, width=mask.shape[1])

@@ -12,11 +12,11 @@ from torch import Tensor
 
 from kernelrl.rl.groups import group_index, group_mean_std, leave_one_out_mean
 from kernelrl.rl.masked import (
+    add_at_last_token_,
     as_bool_mask,
     broadcast_to_tokens,
-    masked_whiten,
-    place_at_last_token,
-    reverse_cumsum,
+    reverse_cumsum_,
+    whiten_,
     zero_masked,
 )
 from kernelrl.rl.registries import ADVANTAGE_ESTIMATORS
@@ -28,6 +28,23 @@ def _check(rewards: Tensor, group_ids: Tensor | None, response_mask: Tensor) -> 
                          f"{tuple(response_mask.shape)}")
     if group_ids is not None and group_ids.shape != rewards.shape:
         raise ValueError(f"group_ids must be [B]; got {tuple(group_ids.shape)}")
+
+
+def grpo_sequence_advantages(
+    rewards: Tensor, group_ids: Tensor, *, eps: float = 1e-6, norm_by_std: bool = True
+) -> Tensor:
+    """Per-sample GRPO advantage ``(r_i - mean_g) / (std_g + eps)``: rewards, group_ids ``[B]`` -> ``[B]``.
+
+    See `grpo_advantages`; useful when the loss broadcasts a sequence-level advantage itself.
+    """
+    mean, std = group_mean_std(rewards, group_index(group_ids))
+    adv = rewards - mean
+    if norm_by_std:
+        denom = std + eps
+        # a group whose rewards all agree (or a group of one) has adv 0 even with eps = 0
+        adv = torch.where(denom > 0, adv / torch.where(denom > 0, denom, torch.ones_like(denom)),
+                          torch.zeros_like(adv))
+    return adv
 
 
 @ADVANTAGE_ESTIMATORS.register("grpo")
@@ -43,13 +60,7 @@ def grpo_advantages(
     rewards ``[B]``, group_ids ``[B]``, response_mask ``[B, T]`` -> ``[B, T]``.
     """
     _check(rewards, group_ids, response_mask)
-    mean, std = group_mean_std(rewards, group_index(group_ids))
-    adv = rewards - mean
-    if norm_by_std:
-        denom = std + eps
-        # a group whose rewards all agree (or a group of one) has adv 0 even with eps = 0
-        adv = torch.where(denom > 0, adv / torch.where(denom > 0, denom, torch.ones_like(denom)),
-                          torch.zeros_like(adv))
+    adv = grpo_sequence_advantages(rewards, group_ids, eps=eps, norm_by_std=norm_by_std)
     return broadcast_to_tokens(adv, response_mask)
 
 
@@ -64,6 +75,11 @@ def drgrpo_advantages(rewards: Tensor, group_ids: Tensor, response_mask: Tensor)
     return grpo_advantages(rewards, group_ids, response_mask, norm_by_std=False)
 
 
+def rloo_sequence_advantages(rewards: Tensor, group_ids: Tensor) -> Tensor:
+    """Per-sample RLOO advantage ``r_i - mean of the others``: ``[B] -> [B]`` (see `rloo_advantages`)."""
+    return rewards - leave_one_out_mean(rewards, group_index(group_ids))
+
+
 @ADVANTAGE_ESTIMATORS.register("rloo")
 def rloo_advantages(rewards: Tensor, group_ids: Tensor, response_mask: Tensor) -> Tensor:
     """RLOO advantage (Ahmadian et al. 2024, "Back to Basics", leave-one-out REINFORCE).
@@ -73,8 +89,7 @@ def rloo_advantages(rewards: Tensor, group_ids: Tensor, response_mask: Tensor) -
     or more. rewards ``[B]``, group_ids ``[B]``, response_mask ``[B, T]`` -> ``[B, T]``.
     """
     _check(rewards, group_ids, response_mask)
-    adv = rewards - leave_one_out_mean(rewards, group_index(group_ids))
-    return broadcast_to_tokens(adv, response_mask)
+    return broadcast_to_tokens(rloo_sequence_advantages(rewards, group_ids), response_mask)
 
 
 @ADVANTAGE_ESTIMATORS.register("reinforce++", "reinforce_plus_plus")
@@ -105,11 +120,12 @@ def reinforce_pp_advantages(
         if group_ids is None:
             raise ValueError("group_baseline needs group_ids")
         rewards = rewards - group_mean_std(rewards, group_index(group_ids))[0]
-    token_rewards = place_at_last_token(rewards, mask)
     if token_kl is not None and kl_coef != 0.0:
-        token_rewards = token_rewards - kl_coef * zero_masked(token_kl, mask)
-    returns = reverse_cumsum(token_rewards, mask, gamma)
-    return masked_whiten(returns, mask, eps=eps)
+        token_rewards = zero_masked(token_kl, mask).mul_(-kl_coef)
+    else:
+        token_rewards = torch.zeros(mask.shape, dtype=rewards.dtype, device=rewards.device)
+    add_at_last_token_(token_rewards, rewards, mask)
+    return whiten_(reverse_cumsum_(token_rewards, mask, gamma), mask, eps=eps)
 
 
 @ADVANTAGE_ESTIMATORS.register("reinforce++-baseline", "reinforce_plus_plus_baseline")

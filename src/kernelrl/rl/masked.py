@@ -29,7 +29,7 @@ def masked_sum(values: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
 def mask_count(mask: Tensor, dim: int | None = None, dtype: torch.dtype = torch.float32) -> Tensor:
     """How many positions count, as ``dtype``; over ``dim`` or everything."""
     m = as_bool_mask(mask)
-    return (m.sum() if dim is None else m.sum(dim)).to(dtype)
+    return m.sum(dtype=dtype) if dim is None else m.sum(dim, dtype=dtype)
 
 
 def masked_mean(values: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
@@ -40,11 +40,35 @@ def masked_mean(values: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
 
 def masked_var(values: Tensor, mask: Tensor, *, unbiased: bool = False) -> Tensor:
     """Variance over every position where ``mask`` holds (a scalar); 0 for fewer than two positions."""
-    count = mask_count(mask, None, values.dtype)
-    mean = masked_mean(values, mask)
-    sq = masked_sum((values - mean) ** 2, mask)
+    m = as_bool_mask(mask)
+    centred = zero_masked(values, m)
+    count = mask_count(m, None, values.dtype)
+    centred.sub_(centred.sum() / count.clamp_min(1)).masked_fill_(~m, 0)
+    sq = sum_of_squares(centred)
     denom = count - 1 if unbiased else count
     return torch.where(count > 1, sq / denom.clamp_min(1), torch.zeros_like(sq))
+
+
+def sum_of_squares(x: Tensor) -> Tensor:
+    """``sum(x ** 2)`` without a full-size temporary: per-row dot products (short, accurate
+    accumulations, computed as a batched matmul), then their sum. Any shape -> scalar."""
+    if x.dim() == 0:
+        return x * x
+    return torch.einsum("...t,...t->...", x, x).sum()
+
+
+def whiten_(x: Tensor, mask: Tensor, *, shift_mean: bool = True, eps: float = 1e-8) -> Tensor:
+    """In-place `masked_whiten` of a tensor the caller owns whose masked positions are already 0."""
+    m = as_bool_mask(mask)
+    keep_out = ~m
+    count = mask_count(m, None, x.dtype).clamp_min(1)
+    mean = x.sum() / count
+    x.sub_(mean).masked_fill_(keep_out, 0)
+    var = sum_of_squares(x) / count
+    x.mul_(torch.rsqrt(var + eps))
+    if not shift_mean:
+        x.add_(mean).masked_fill_(keep_out, 0)
+    return x
 
 
 def masked_whiten(values: Tensor, mask: Tensor, *, shift_mean: bool = True, eps: float = 1e-8) -> Tensor:
@@ -53,19 +77,17 @@ def masked_whiten(values: Tensor, mask: Tensor, *, shift_mean: bool = True, eps:
     values, mask: ``[B, T]`` (any shape works). Mean and (population) variance are taken over
     every valid position of the whole tensor. With ``shift_mean=False`` the mean is added back.
     """
-    mean = masked_mean(values, mask)
-    var = masked_var(values, mask)
-    white = (values - mean) * torch.rsqrt(var + eps)
-    if not shift_mean:
-        white = white + mean
-    return zero_masked(white, mask)
+    return whiten_(zero_masked(values, mask), mask, shift_mean=shift_mean, eps=eps)
 
 
 def last_token_index(mask: Tensor) -> Tensor:
     """Index of the last valid position per row: ``[B, T] -> [B]`` (long); -1 for an empty row."""
     m = as_bool_mask(mask)
-    positions = torch.arange(m.shape[-1], device=m.device).expand_as(m)
-    return torch.where(m, positions, torch.full_like(positions, -1)).amax(dim=-1)
+    width = m.shape[-1]
+    dtype = torch.int16 if width < 2**15 else torch.int64
+    positions = torch.arange(width, dtype=dtype, device=m.device)
+    last = (m * positions).amax(dim=-1).to(torch.long)  # an empty row and "only t=0" both give 0
+    return torch.where(m.any(dim=-1), last, torch.full_like(last, -1))
 
 
 def place_at_last_token(values: Tensor, mask: Tensor) -> Tensor:
@@ -73,16 +95,38 @@ def place_at_last_token(values: Tensor, mask: Tensor) -> Tensor:
 
     Every other position is zero; an empty row stays all zero.
     """
-    last = last_token_index(mask)
     out = torch.zeros(mask.shape, dtype=values.dtype, device=values.device)
-    idx = last.clamp_min(0).unsqueeze(-1)
-    src = torch.where(last >= 0, values, torch.zeros_like(values)).unsqueeze(-1)
-    return out.scatter_(-1, idx, src)
+    return add_at_last_token_(out, values, mask)
+
+
+def add_at_last_token_(x: Tensor, values: Tensor, mask: Tensor) -> Tensor:
+    """In place: add ``values [B]`` at the last valid token of each row of ``x [B, T]``."""
+    last = last_token_index(mask)
+    src = torch.where(last >= 0, values, torch.zeros_like(values)).to(x.dtype).unsqueeze(-1)
+    return x.scatter_add_(-1, last.clamp_min(0).unsqueeze(-1), src)
 
 
 def broadcast_to_tokens(values: Tensor, mask: Tensor) -> Tensor:
     """Per-sample ``values [B]`` copied onto every valid token: ``[B, T]``, zero where masked."""
     return zero_masked(values.unsqueeze(-1).expand(mask.shape), mask)
+
+
+def reverse_cumsum_(r: Tensor, mask: Tensor, gamma: float = 1.0) -> Tensor:
+    """`reverse_cumsum` of a tensor the caller owns whose masked positions are already 0.
+
+    Returns a new tensor (``r`` may be overwritten as scratch).
+    """
+    m = as_bool_mask(mask)
+    if gamma == 1.0:
+        out = r.flip(-1).cumsum_(-1).flip(-1)
+        return out.masked_fill_(~m, 0)
+    rt = r.transpose(0, -1).contiguous()
+    mt = m.transpose(0, -1).contiguous()
+    running = torch.zeros_like(rt[0])
+    for t in range(rt.shape[0] - 1, -1, -1):
+        running = torch.where(mt[t], rt[t] + gamma * running, running)
+        rt[t] = running
+    return rt.transpose(0, -1).contiguous().masked_fill_(~m, 0)
 
 
 def reverse_cumsum(values: Tensor, mask: Tensor, gamma: float = 1.0) -> Tensor:
@@ -92,15 +136,4 @@ def reverse_cumsum(values: Tensor, mask: Tensor, gamma: float = 1.0) -> Tensor:
     positions are skipped, neither adding reward nor a discount step). Zero where masked.
     ``gamma == 1`` is a flipped cumulative sum; otherwise one vectorised step per position.
     """
-    m = as_bool_mask(mask)
-    r = zero_masked(values, m)
-    if gamma == 1.0:
-        return zero_masked(r.flip(-1).cumsum(-1).flip(-1), m)
-    rt = r.transpose(0, -1).contiguous()
-    mt = m.transpose(0, -1).contiguous()
-    out = torch.zeros_like(rt)
-    running = torch.zeros_like(rt[0])
-    for t in range(rt.shape[0] - 1, -1, -1):
-        running = torch.where(mt[t], rt[t] + gamma * running, running)
-        out[t] = running
-    return zero_masked(out.transpose(0, -1), m)
+    return reverse_cumsum_(zero_masked(values, mask), mask, gamma)

@@ -12,7 +12,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from kernelrl.rl.advantages import grpo_advantages
+from kernelrl.rl.advantages import grpo_sequence_advantages
 from kernelrl.rl.aggregation import aggregate_loss
 from kernelrl.rl.losses import MAX_LOG_RATIO, LossOutput, ppo_clip_token_loss
 from kernelrl.rl.masked import as_bool_mask, masked_mean, zero_masked
@@ -142,17 +142,22 @@ def token_reward_direct_advantages(
     """Direct-OPD advantage ``token_reward_direct``: the token reward itself, no return, no baseline.
 
     ``A_{i,t} = token_coef * r_{i,t} [+ outcome_coef * GRPO(o)_i]`` where the optional outcome
-    term is the GRPO group-normalised outcome advantage (`grpo_advantages`).
+    term is the GRPO group-normalised outcome advantage (`grpo_sequence_advantages`).
 
     rewards (outcome) ``[B]`` or None, group_ids ``[B]`` or None, response_mask ``[B, T]``,
     token_rewards ``[B, T]`` (from `opd_token_rewards` or `opd_topk_rewards`) -> ``[B, T]``.
     """
-    adv = token_coef * zero_masked(token_rewards, response_mask)
+    mask = as_bool_mask(response_mask)
+    dtype = token_rewards.dtype if rewards is None else torch.promote_types(token_rewards.dtype, rewards.dtype)
+    adv = zero_masked(token_rewards.to(dtype), mask)
+    if token_coef != 1.0:
+        adv.mul_(token_coef)
     if outcome_coef != 0.0:
         if rewards is None or group_ids is None:
             raise ValueError("an outcome term needs rewards and group_ids")
-        adv = adv + outcome_coef * grpo_advantages(rewards, group_ids, response_mask, eps=eps)
-    return zero_masked(adv, response_mask)
+        outcome = grpo_sequence_advantages(rewards, group_ids, eps=eps)
+        adv.add_((outcome_coef * outcome).to(adv.dtype).unsqueeze(-1)).masked_fill_(~mask, 0)
+    return adv
 
 
 def adaptive_kl_coef(

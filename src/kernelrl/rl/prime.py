@@ -12,11 +12,11 @@ from torch import Tensor
 from kernelrl.rl.groups import group_index, leave_one_out_mean
 from kernelrl.rl.masked import (
     as_bool_mask,
-    broadcast_to_tokens,
-    masked_mean,
+    mask_count,
     masked_sum,
-    masked_whiten,
     reverse_cumsum,
+    reverse_cumsum_,
+    whiten_,
     zero_masked,
 )
 from kernelrl.rl.registries import ADVANTAGE_ESTIMATORS
@@ -91,10 +91,13 @@ def prime_advantages(
     """
     mask = as_bool_mask(response_mask)
     index = group_index(group_ids)
-    proc = zero_masked(process_rewards, mask)
-    score = masked_mean(proc, mask, -1)
-    proc_returns = reverse_cumsum(proc - leave_one_out_mean(score, index).unsqueeze(-1), mask, gamma)
+    proc = zero_masked(process_rewards.to(torch.promote_types(process_rewards.dtype, rewards.dtype)), mask)
+    score = proc.sum(-1) / mask_count(mask, -1, proc.dtype).clamp_min(1)
+    proc.sub_(leave_one_out_mean(score, index).unsqueeze(-1)).masked_fill_(~mask, 0)
+    adv = reverse_cumsum_(proc, mask, gamma)
+    if process_coef != 1.0:
+        adv.mul_(process_coef)
     outcome = rewards - leave_one_out_mean(rewards, index)
-    adv = process_coef * proc_returns + outcome_coef * broadcast_to_tokens(outcome, mask)
-    return masked_whiten(adv, mask, eps=eps) if whiten else zero_masked(adv, mask)
+    adv.add_((outcome_coef * outcome).to(adv.dtype).unsqueeze(-1)).masked_fill_(~mask, 0)
+    return whiten_(adv, mask, eps=eps) if whiten else adv
 
