@@ -13,13 +13,16 @@ side by side in one run.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # run from a checkout without installing
 from kernelrl.rl import ADVANTAGE_ESTIMATORS
 
 # ---------------------------------------------------------------- reference (per-group loops)

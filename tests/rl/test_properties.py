@@ -286,3 +286,14 @@ def test_opd_topk_weights_are_a_distribution(seed: int, weighting: str) -> None:
     assert torch.allclose(sums[x.mask], torch.ones(()).to(F64))
     lo, hi = out.deltas.min(-1).values, out.deltas.max(-1).values
     assert torch.all((out.rewards >= lo - 1e-12) & (out.rewards <= hi + 1e-12))
+
+
+def test_float32_whitening_is_accurate_on_a_large_batch() -> None:
+    # 1M valid-ish float32 tokens: the variance must not lose digits to a long float32 accumulation
+    from kernelrl.rl.masked import masked_whiten
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(1024, 1024, generator=gen) * 3 + 1
+    mask = torch.rand(1024, 1024, generator=gen) < 0.6
+    err = (masked_whiten(x, mask).double() - masked_whiten(x.double(), mask)).abs().max().item()
+    assert err < 2e-6

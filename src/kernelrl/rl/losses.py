@@ -76,16 +76,16 @@ def ppo_clip_loss(
     Per token ``rho = exp(log pi - log pi_old)`` and the loss of `ppo_clip_token_loss`
     (PPO Eq. 7; clip-higher: DAPO, Yu et al. 2025; dual clip: Ye et al. 2020). Optional
     ``weights [B, T]`` (e.g. truncated importance weights from `kernelrl.rl.mismatch`) multiply the
-    per-token loss and are treated as constants.
+    per-token loss; they, ``old_log_prob`` and ``advantages`` are treated as constants.
 
     log_prob, old_log_prob, advantages, response_mask: ``[B, T]`` -> `LossOutput` with metrics
     ``clip_frac``, ``clip_frac_low``, ``clip_frac_high``, ``dual_clip_frac``, ``approx_kl``
     (k1 of old vs new), ``ratio_mean``.
     """
     mask = as_bool_mask(response_mask)
-    lr = log_ratio(log_prob, old_log_prob, mask)
+    lr = log_ratio(log_prob, old_log_prob.detach(), mask)
     ratio = torch.exp(lr)
-    adv = zero_masked(advantages, mask)
+    adv = zero_masked(advantages.detach(), mask)
     token_loss, clipped, dual = ppo_clip_token_loss(ratio, adv, clip_low=clip_low, clip_high=clip_high,
                                                     dual_clip=dual_clip)
     if weights is not None:
