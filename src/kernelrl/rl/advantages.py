@@ -66,7 +66,7 @@ def grpo_advantages(
 
 @ADVANTAGE_ESTIMATORS.register("drgrpo", "dr_grpo")
 def drgrpo_advantages(rewards: Tensor, group_ids: Tensor, response_mask: Tensor) -> Tensor:
-    """Dr. GRPO advantage (Liu et al. 2025, "Understanding R1-Zero-Like Training", §3.1).
+    """Dr. GRPO advantage (Liu et al. 2025, "Understanding R1-Zero-Like Training: A Critical Perspective").
 
     ``A_{i,t} = r_i - mean_g(r)``: GRPO without the std division (the length bias is removed by
     the ``seq-mean-token-sum-norm`` loss aggregation). rewards ``[B]``, group_ids ``[B]``,
