@@ -176,14 +176,18 @@ def cases(x: dict[str, Any]) -> dict[str, tuple[Callable[[], Tensor], Callable[[
     }
 
 
-def best_time(fn: Callable[[], Tensor], repeats: int) -> tuple[float, Tensor]:
-    out = fn()  # warm-up (allocator, first-call dispatch)
-    best = float("inf")
+def side_by_side(vec: Callable[[], Tensor], ref: Callable[[], Tensor], repeats: int) -> tuple[float, float, Tensor, Tensor]:
+    """Best wall time of each implementation, timed alternately so both see the same machine load."""
+    a, b = vec(), ref()  # warm-up (allocator, first-call dispatch)
+    best_vec = best_ref = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, out
+        a = vec()
+        best_vec = min(best_vec, time.perf_counter() - start)
+        start = time.perf_counter()
+        b = ref()
+        best_ref = min(best_ref, time.perf_counter() - start)
+    return best_vec, best_ref, a, b
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -194,23 +198,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per implementation (best is kept)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", nargs="*", help="estimator names to run (default: all)")
+    parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (default: torch's choice)")
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     x = make_inputs(args.samples, args.tokens, args.group_size, args.seed)
     print(f"{args.samples} samples x {args.tokens} tokens, group size {args.group_size}, "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads, best of {args.repeats}")
     print(f"{'estimator':<14}{'vectorised ms':>15}{'loop ms':>12}{'speedup':>10}{'max |diff|':>13}")
     ok = True
+    speedups = []
     for name, (vec, ref) in cases(x).items():
         if args.only and name not in args.only:
             continue
-        t_vec, a = best_time(vec, args.repeats)
-        t_ref, b = best_time(ref, args.repeats)
+        t_vec, t_ref, a, b = side_by_side(vec, ref, args.repeats)
         diff = (a - b).abs().max().item()
         agree = torch.allclose(a, b, atol=1e-4, rtol=1e-4)
         ok &= agree
+        speedups.append(t_ref / t_vec)
         print(f"{name:<14}{t_vec * 1e3:>15.2f}{t_ref * 1e3:>12.1f}{t_ref / t_vec:>9.1f}x{diff:>13.2e}"
               f"{'' if agree else '  MISMATCH'}")
+    if speedups:
+        geo = torch.tensor(speedups).log().mean().exp().item()
+        print(f"geometric-mean speedup {geo:.1f}x; outputs {'agree' if ok else 'DISAGREE'} (atol 1e-4, rtol 1e-4)")
     return 0 if ok else 1
 
 
