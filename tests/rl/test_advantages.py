@@ -100,3 +100,11 @@ def test_shape_errors() -> None:
         grpo_advantages(t([1.0, 2.0]), torch.tensor([0, 0]), torch.ones(3, 2))
     with pytest.raises(ValueError):
         rloo_advantages(t([1.0, 2.0]), torch.tensor([0, 0, 1]), torch.ones(2, 2))
+
+
+def test_sequence_level_variants_match_the_token_broadcast() -> None:
+    from kernelrl.rl import grpo_sequence_advantages, rloo_sequence_advantages
+
+    s = 1 / math.sqrt(2)
+    assert torch.allclose(grpo_sequence_advantages(REWARDS, GROUPS, eps=0.0), t([0.0, 0.0, -1.0, -s, 1.0, s]))
+    assert torch.allclose(rloo_sequence_advantages(REWARDS, GROUPS), t([0.0, 5.0, -1.5, -4.0, 1.5, 4.0]))
