@@ -50,11 +50,11 @@ def masked_var(values: Tensor, mask: Tensor, *, unbiased: bool = False) -> Tenso
 
 
 def sum_of_squares(x: Tensor) -> Tensor:
-    """``sum(x ** 2)`` without a full-size temporary: per-row dot products (short, accurate
-    accumulations, computed as a batched matmul), then their sum. Any shape -> scalar."""
+    """``sum(x ** 2)`` without a full-size temporary, accurate in float32: per-row norms (short
+    accumulations) first, then the sum of their squares. Any shape -> scalar."""
     if x.dim() == 0:
         return x * x
-    return torch.einsum("...t,...t->...", x, x).sum()
+    return torch.linalg.vector_norm(x, dim=-1).square().sum()
 
 
 def whiten_(x: Tensor, mask: Tensor, *, shift_mean: bool = True, eps: float = 1e-8) -> Tensor:
