@@ -111,15 +111,16 @@ def broadcast_to_tokens(values: Tensor, mask: Tensor) -> Tensor:
     return zero_masked(values.unsqueeze(-1).expand(mask.shape), mask)
 
 
-def reverse_cumsum_(r: Tensor, mask: Tensor, gamma: float = 1.0) -> Tensor:
+def reverse_cumsum_(r: Tensor, mask: Tensor, gamma: float = 1.0, *, fill: bool = True) -> Tensor:
     """`reverse_cumsum` of a tensor the caller owns whose masked positions are already 0.
 
-    Returns a new tensor (``r`` may be overwritten as scratch).
+    Returns a new tensor (``r`` may be overwritten as scratch). With ``fill=False`` masked
+    positions are left holding running sums, for callers that zero them later anyway.
     """
     m = as_bool_mask(mask)
     if gamma == 1.0:
         out = r.flip(-1).cumsum_(-1).flip(-1)
-        return out.masked_fill_(~m, 0)
+        return out.masked_fill_(~m, 0) if fill else out
     rt = r.transpose(0, -1).contiguous()
     mt = m.transpose(0, -1).contiguous()
     running = torch.zeros_like(rt[0])
