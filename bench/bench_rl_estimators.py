@@ -7,7 +7,16 @@ rows handled as a small tensor), checks the two agree, and prints times and spee
 side by side in one run.
 
     python bench/bench_rl_estimators.py                     # 8192 samples x 1024 tokens
-    python bench/bench_rl_estimators.py --samples 1024 --tokens 256
+    python bench/bench_rl_estimators.py --samples 1024 --tokens 256 --threads 1
+
+Reading the numbers: the vectorised estimators are bound by memory passes over the ``[B, T]``
+tensors, the loops by per-group dispatch (tens of microseconds per group, each group's slice
+staying in cache). With glibc, tensors of 32 MiB and more are mmapped and returned on free, so
+every call page-faults its outputs in, which dominates the vectorised times; an allocator that
+keeps freed memory (jemalloc, tcmalloc, or glibc with ``MALLOC_MMAP_THRESHOLD_=1073741824
+MALLOC_TRIM_THRESHOLD_=17179869184``) removes that cost. On a machine shared with other work,
+``--threads 1`` gives the steadiest comparison (with more threads each small op of the loops may
+wait for a descheduled worker thread).
 """
 
 from __future__ import annotations
