@@ -9,6 +9,7 @@ import sys
 # Subcommand modules, imported lazily so `kernelrl --help` stays fast.
 COMMANDS: dict[str, str] = {
     "eval": "kernelrl.cli.eval_cmd",
+    "proxy": "kernelrl.cli.proxy_cmd",
     "tasks": "kernelrl.cli.tasks_cmd",
 }
 
