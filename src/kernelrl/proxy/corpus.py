@@ -5,6 +5,7 @@ documents of at most `chunk_bytes` bytes at line boundaries.
 
 from __future__ import annotations
 
+import os
 import random
 import sysconfig
 from dataclasses import dataclass, field
@@ -71,16 +72,19 @@ def source_roots(cfg: CorpusConfig) -> dict[str, Path]:
 
 
 def discover_files(cfg: CorpusConfig) -> list[tuple[str, Path]]:
-    """All `.py` files of the sources as (stable name, path), sorted by name."""
+    """All `.py` files of the sources as (stable name, path), sorted by name; excluded folders are pruned."""
     found: dict[str, Path] = {}
     excluded = set(cfg.exclude_dirs)
     for name, root in source_roots(cfg).items():
-        paths = [root] if root.is_file() else root.rglob("*.py")
-        for path in paths:
-            rel = path.relative_to(root) if root.is_dir() else Path(path.name)
-            if excluded.intersection(rel.parts[:-1]) or not path.is_file():
-                continue
-            found.setdefault(f"{name}/{rel.as_posix()}", path)
+        if root.is_file():
+            found.setdefault(f"{name}/{root.name}", root)
+            continue
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = sorted(d for d in dirs if d not in excluded)
+            rel = Path(folder).relative_to(root)
+            for file in files:
+                if file.endswith(".py"):
+                    found.setdefault(f"{name}/{(rel / file).as_posix()}", Path(folder) / file)
     return sorted(found.items())
 
 

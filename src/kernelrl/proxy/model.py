@@ -123,13 +123,13 @@ class ByteLM(nn.Module):
 
 
 def raw_byte_logprobs(out: LMOutput) -> torch.Tensor:
-    """Log-probabilities over the 256 raw bytes, [B, T, 256].
+    """Log-probabilities (float64) over the 256 raw bytes, [B, T, 256].
 
     From the raw-byte head when present, else the main head renormalised over ids 0..255
     (the model knows it is reading raw bytes, so other ids are excluded).
     """
     logits = out.raw_logits if out.raw_logits is not None else out.logits[..., :N_BYTES]
-    return torch.log_softmax(logits.float(), dim=-1)
+    return torch.log_softmax(logits.double(), dim=-1)
 
 
 def count_params(cfg: ModelConfig) -> dict[str, int]:
