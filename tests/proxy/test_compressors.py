@@ -7,8 +7,10 @@ import random
 
 import numpy as np
 import pytest
+import torch
 
 from kernelrl.proxy.compressors import COMPRESSORS, make_compressor
+from kernelrl.proxy.compressors.arith import BOS
 from kernelrl.proxy.compressors.arith_coder import (
     ArithmeticDecoder,
     ArithmeticEncoder,
@@ -110,8 +112,22 @@ def test_arith_equal_info_windows_decode_on_their_own(trained_arith, code_docs: 
     alone = [comp.decode_windows([w])[0] for w in windows]  # each window with no neighbours
     assert b"".join(alone) == data
     assert all(0 < len(piece) <= comp.options.max_window_bytes for piece in alone)
-    # Equal information: every window spends (nearly) its whole bit budget unless it ended the text
-    # or hit the byte cap; the coder never overflows its window.
+    # Equal information: a window's bytes fit its payload, and one more byte would not have fit
+    # (unless the window hit its byte cap or the text ended).
+    payload = comp.options.window_bits - comp.options.header_bits
+    offset = 0
+    for piece in alone[:-1]:
+        offset += len(piece)
+        if len(piece) == comp.options.max_window_bytes:
+            continue
+        longer = [*piece, data[offset]]
+        cum = comp._cum_tables(torch.tensor([[BOS, *longer[:-1]]]))[0]
+        enc = ArithmeticEncoder()
+        lengths = []
+        for j, s in enumerate(longer):
+            enc.encode(int(cum[j, s]), int(cum[j, s + 1]), int(cum[j, -1]))
+            lengths.append(enc.length_if_finished())
+        assert lengths[-2] <= payload < lengths[-1]
     with pytest.raises(ValueError, match="not a multiple"):
         comp.decompress(blob[:-1])
 

@@ -34,7 +34,7 @@ from kernelrl.proxy.corpus import Corpus, load_corpus
 from kernelrl.proxy.mixing import MixConfig, MixedStream, VocabLayout, make_layout, pack_eval
 from kernelrl.proxy.model import N_BYTES
 from kernelrl.proxy.report import write_reports
-from kernelrl.proxy.train import train_arm
+from kernelrl.proxy.train import CurvePoint, train_arm
 
 
 @dataclass
@@ -140,6 +140,11 @@ def run_experiment(cfg: ProxyConfig, out: Path, console: Console | None = None) 
                 views[arm] = View(arm, make_layout(0, "auto"), None, {"compressor": None, "view": "raw bytes only"})
             else:
                 views[arm] = prepare_view(arm, cfg, corpus, progress, out)
+                info = views[arm].info
+                progress.console.print(
+                    f"  {arm}: {info['symbols_per_raw_byte']:.3f} symbols per raw byte, "
+                    f"vocab {info['symbol_vocab']}, prepared in {info['prepare_seconds']:.0f} s"
+                )
         plans = {}
         for arm, view in views.items():
             model_cfg = cfg.model.model_copy(update={"vocab_size": view.layout.vocab_size})
@@ -155,7 +160,12 @@ def run_experiment(cfg: ProxyConfig, out: Path, console: Console | None = None) 
                 progress.update(task, completed=step, description=f"train {arm} loss {loss:.3f}")
                 progress.advance(overall)
 
-            result = train_arm(arm, model_cfg, stream, val, cfg.train, steps, cfg.seed, on_step)
+            def on_eval(point: CurvePoint, arm: str = arm, steps: int = steps) -> None:
+                progress.console.print(
+                    f"  {arm}: step {point.step}/{steps}, val BPB {point.val_bpb:.4f}, {point.seconds:.0f} s"
+                )
+
+            result = train_arm(arm, model_cfg, stream, val, cfg.train, steps, cfg.seed, on_step, on_eval)
             result.compressor = view.info
             results.append(result.as_dict())
             console.print(f"[bold]{arm}[/]: val BPB (raw bytes) {result.final_bpb:.4f} after {steps} steps")

@@ -24,16 +24,19 @@ def markdown_table(summary: dict[str, Any]) -> str:
         f"Equal training compute per arm: {summary['budget_flops']:.3g} FLOPs. "
         "Metric: bits per byte on raw validation bytes (lower is better).",
         "",
-        "| arm | view | symbols / raw byte | vocab | steps | tokens | train FLOPs | raw bytes covered "
-        "| epochs | val BPB (raw) | vs bytes | wall s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| arm | view | symbols / raw byte | vocab | steps | tokens | raw-byte share of tokens | train FLOPs "
+        "| source bytes covered | epochs | val BPB (raw) | vs bytes | wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for a in arms:
         c, m = a["compressor"], a["mix"]
         delta = None if base is None else a["final_bpb"] - base
+        produced = m["raw_tokens"] + m["compressed_tokens"] + m["sentinel_tokens"]
+        share = m["raw_tokens"] / produced if produced else float("nan")
         lines.append(
             f"| {a['name']} | {c.get('view', '')} | {_fmt(c.get('symbols_per_raw_byte', 1.0), '.3f')} "
-            f"| {a['vocab_size']} | {a['steps']} | {a['tokens']:,} | {a['flops']:.3g} | {m['source_bytes']:,} "
+            f"| {a['vocab_size']} | {a['steps']} | {a['tokens']:,} | {_fmt(share, '.2f')} | {a['flops']:.3g} "
+            f"| {m['source_bytes']:,} "
             f"| {m['epochs']:.2f} | {a['final_bpb']:.4f} | {_fmt(delta, '+.4f')} | {a['wall_seconds']:.0f} |"
         )
     if base is not None:

@@ -130,8 +130,12 @@ def train_arm(
     steps: int,
     seed: int,
     on_step: Callable[[int, float], None] | None = None,
+    on_eval: Callable[[CurvePoint], None] | None = None,
 ) -> ArmResult:
-    """Train a fresh `ByteLM` for `steps` steps on `stream`, evaluating raw BPB on `val` along the way."""
+    """Train a fresh `ByteLM` for `steps` steps on `stream`, evaluating raw BPB on `val` along the way.
+
+    `on_step(step, loss)` runs after every update, `on_eval(point)` after every evaluation.
+    """
     if model_cfg.max_len < cfg.seq_len:
         raise ValueError(f"model.max_len={model_cfg.max_len} is shorter than train.seq_len={cfg.seq_len}")
     if model_cfg.vocab_size != stream.layout.vocab_size:
@@ -158,6 +162,8 @@ def train_arm(
         model.train()
         tokens = step * tokens_per_step
         curve.append(CurvePoint(step, tokens, tokens * per_token, bpb, loss_val, time.perf_counter() - t0))
+        if on_eval is not None:
+            on_eval(curve[-1])
 
     for step in range(steps):
         if step in evals:
