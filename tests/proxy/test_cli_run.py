@@ -18,11 +18,13 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def proxy_command() -> list[str]:
-    """`python -m kernelrl.cli proxy`; where a sibling subcommand module of the dispatcher is not in
-    this checkout (it imports every module in COMMANDS), the proxy module's own entry point."""
+    """`python -m kernelrl.cli proxy`; where this checkout cannot run the dispatcher as a module (no
+    `kernelrl/cli/__main__.py`, or a sibling subcommand module in COMMANDS is missing, and the
+    dispatcher imports them all), the proxy module's own entry point, which builds the same parser."""
     from kernelrl.cli import COMMANDS
 
-    if all(importlib.util.find_spec(m) is not None for m in COMMANDS.values()):
+    modules = ["kernelrl.cli.__main__", *COMMANDS.values()]
+    if all(importlib.util.find_spec(m) is not None for m in modules):
         return [sys.executable, "-m", "kernelrl.cli", "proxy"]
     return [sys.executable, "-m", "kernelrl.cli.proxy_cmd"]
 

@@ -120,7 +120,7 @@ def run_experiment(cfg: ProxyConfig, out: Path, console: Console | None = None) 
     (out / "config.yaml").write_text(cfg.to_yaml())
     console.print(Panel(cfg.to_yaml().rstrip(), title=f"kernelrl proxy run ({cfg.preset})", expand=False))
     torch.set_num_threads(cfg.resolve_threads())
-    started, machine_start = time.perf_counter(), machine_info()
+    started, cpu_started, machine_start = time.perf_counter(), time.process_time(), machine_info()
 
     corpus = load_corpus(cfg.corpus, cfg.seed)
     val = pack_eval(corpus.val_docs, cfg.train.seq_len)
@@ -174,6 +174,7 @@ def run_experiment(cfg: ProxyConfig, out: Path, console: Console | None = None) 
         "preset": cfg.preset,
         "budget_flops": budget,
         "wall_seconds": time.perf_counter() - started,
+        "process_cpu_seconds": time.process_time() - cpu_started,
         "machine_start": machine_start,
         "machine_end": machine_info(),
         "corpus": {**corpus.summary(), "val_eval_rows": int(val[0].shape[0]), "val_eval_bytes": int(val[1][:, 1:].sum())},

@@ -65,7 +65,8 @@ def markdown_table(summary: dict[str, Any]) -> str:
         f"{corpus['val_files']} validation files ({corpus['val_eval_bytes']:,} bytes evaluated), split by file.",
         f"Machine: {ms['cpu_count']} CPUs, {ms['torch_threads']} torch threads, load average "
         f"{ms['loadavg_1_5_15'][0]:.2f} at start and {me['loadavg_1_5_15'][0]:.2f} at end; "
-        f"total wall time {summary['wall_seconds']:.0f} s.",
+        f"total wall time {summary['wall_seconds']:.0f} s, process CPU time "
+        f"{summary.get('process_cpu_seconds', float('nan')):.0f} s.",
         "",
     ]
     return "\n".join(lines)
