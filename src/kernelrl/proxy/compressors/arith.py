@@ -218,7 +218,7 @@ class ArithCompressor(Compressor):
         counts, decoders = [], []
         for w in windows:
             bits = bytes_to_bits(w)
-            count = int("".join(map(str, bits[: o.header_bits])) or "0", 2)
+            count = sum(bit << i for i, bit in enumerate(reversed(bits[: o.header_bits])))
             if count > o.max_window_bytes:
                 raise ValueError(f"corrupt arith window: header says {count} bytes > {o.max_window_bytes}")
             counts.append(count)

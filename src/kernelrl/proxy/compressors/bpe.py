@@ -7,7 +7,7 @@ so a vocabulary above 256 needs its own embeddings.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -67,7 +67,9 @@ class TokenizerCompressor(Compressor):
         ids = self._tok().encode(data.decode("latin-1"), add_special_tokens=False).ids
         return np.asarray(ids, dtype=np.int64)
 
-    def symbols_many(self, docs, on_progress=None):  # type: ignore[no-untyped-def]
+    def symbols_many(
+        self, docs: Sequence[bytes], on_progress: Callable[[int], None] | None = None
+    ) -> list[np.ndarray]:
         encs = self._tok().encode_batch([d.decode("latin-1") for d in docs], add_special_tokens=False)
         if on_progress is not None:
             on_progress(len(docs))
