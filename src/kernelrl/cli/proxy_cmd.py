@@ -13,7 +13,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     sub = parser.add_subparsers(dest="proxy_command", metavar="SUBCOMMAND")
     parser.set_defaults(handler=lambda _args: parser.print_help() or 2)
     run = sub.add_parser("run", help="train the byte-only baseline and proxy arms at equal compute")
-    run.add_argument("--preset", default="tiny-cpu", help="smoke (seconds) or tiny-cpu (~10 min on 2 cores)")
+    run.add_argument("--preset", default="tiny-cpu", help="smoke (seconds) or tiny-cpu (about 8 CPU-minutes; 17 min measured on a busy shared 2-core box)")
     run.add_argument("--config", help="YAML file laid over the preset")
     run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override, e.g. train.lr=1e-3")
     run.add_argument("--out", help="output folder (default runs/proxy/<preset>-<time>)")
