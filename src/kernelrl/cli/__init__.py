@@ -10,6 +10,7 @@ import sys
 COMMANDS: dict[str, str] = {
     "bench": "kernelrl.cli.bench_cmd",
     "eval": "kernelrl.cli.eval_cmd",
+    "proxy": "kernelrl.cli.proxy_cmd",
     "tasks": "kernelrl.cli.tasks_cmd",
     "redteam": "kernelrl.cli.redteam_cmd",
     "serve": "kernelrl.cli.serve_cmd",
