@@ -40,7 +40,7 @@ def test_all_reference_solutions_pass_the_pool() -> None:
         for index, result in pool.evaluate_many(pairs):
             results[solutions[index].task.id] = result
     lines = [
-        f"{tid:45s} {r.status.value:10s} speedup {r.timing.speedup if r.timing else float('nan'):7.2f}"
+        f"{tid:45s} {r.status.value:10s} speedup {(r.timing.speedup if r.timing else None) or float('nan'):7.2f}"
         for tid, r in sorted(results.items())
     ]
     print("\nreference solutions (speedup over eager, 1 thread):\n" + "\n".join(lines))

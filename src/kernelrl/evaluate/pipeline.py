@@ -331,11 +331,26 @@ class FreshInputChecks:
     def before(self, index: int, total: int) -> None:
         if index == 0:
             self.chosen = set(self.random.sample(range(total - 1), min(self.pipeline.config.cache_checks, total - 1)))
-        if index in self.chosen:  # new values in the same buffers: a random affine map, cheap and unpredictable
-            scale, shift = self.random.uniform(-1.5, -0.5), self.random.uniform(-0.5, 0.5)
-            for x in self.inputs:
-                if isinstance(x, torch.Tensor) and x.is_floating_point():
-                    x.mul_(scale).add_(shift)
+        if index in self.chosen:
+            self._reshuffle()
+
+    def _reshuffle(self) -> None:
+        """New values in the same buffers, drawn from the inputs themselves so they stay in the task's
+        domain (positive, normalised rows, ...): batch rows permuted consistently across inputs, or,
+        for a batch of one, each row rolled."""
+        floats = [x for x in self.inputs if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dim() >= 1]
+        if not floats:
+            return
+        rows = floats[0].shape[0]
+        if rows > 1:
+            perm = torch.roll(torch.arange(rows), self.random.randrange(1, rows))
+            for x in floats:
+                if x.shape[0] == rows:
+                    x.copy_(x[perm.to(x.device)])
+        else:
+            shift = self.random.randrange(1, max(2, floats[0].shape[-1]))
+            for x in floats:
+                x.copy_(torch.roll(x, shift, dims=-1))
 
     def after(self, index: int, total: int, output: Any) -> None:
         if index not in self.chosen:
