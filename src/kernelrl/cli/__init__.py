@@ -8,6 +8,7 @@ import sys
 
 # Subcommand modules, imported lazily so `kernelrl --help` stays fast.
 COMMANDS: dict[str, str] = {
+    "bench": "kernelrl.cli.bench_cmd",
     "eval": "kernelrl.cli.eval_cmd",
     "tasks": "kernelrl.cli.tasks_cmd",
     "redteam": "kernelrl.cli.redteam_cmd",

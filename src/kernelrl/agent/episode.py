@@ -1,0 +1,136 @@
+"""One episode of the compile-verify-fix loop: prompt, answer, evaluate, feed back, repeat."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kernelrl.agent.extract import extract_code
+from kernelrl.agent.feedback import TokenCounter, approx_tokens, format_feedback
+from kernelrl.agent.policies.base import Policy, PolicyError, RequestContext
+from kernelrl.agent.prompts import PromptConfig, initial_messages
+from kernelrl.agent.records import Trajectory, Turn, Usage
+from kernelrl.agent.tools import TOOL_SCHEMAS, ToolExecutor
+from kernelrl.evaluate.candidate import Candidate
+from kernelrl.evaluate.config import EvalConfig
+from kernelrl.evaluate.pool import EvalPool
+from kernelrl.tasks.task import Task
+
+RewardFn = Callable[[dict[str, Any] | None], float]
+HISTORY_MODES = ("all", "last")
+
+
+def default_reward(result: dict[str, Any] | None) -> float:
+    """0 unless correct; a correct kernel earns 1 plus log2 of its speedup when faster (capped at +3)."""
+    if not result or result.get("status") != "ok":
+        return 0.0
+    timing = result.get("timing") or {}
+    speedup = timing.get("speedup") if timing.get("meaningful", True) else None
+    return 1.0 + (min(3.0, math.log2(speedup)) if speedup and speedup > 1.0 else 0.0)
+
+
+@dataclass
+class EpisodeConfig:
+    """How an episode runs: turns, history, feedback format and budget, early stop, tools."""
+
+    max_turns: int = 1
+    history: str = "all"  # all: the whole conversation; last: first prompt + last answer + its feedback
+    feedback_mode: str = "text"  # text | json
+    feedback_tokens: int = 512
+    target_speedup: float | None = None  # stop once a correct kernel reaches this speedup
+    tools: bool = False  # expose compile/verify/profile as tools the model calls itself
+    max_tool_calls: int = 8  # per turn
+    seed: int = 0
+    prompt: PromptConfig = field(default_factory=PromptConfig)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.prompt, dict):
+            self.prompt = PromptConfig(**self.prompt)
+        if self.max_turns < 1:
+            raise ValueError("max_turns must be >= 1")
+        if self.history not in HISTORY_MODES:
+            raise ValueError(f"history must be one of {HISTORY_MODES}, got {self.history!r}")
+        self.prompt.tools = self.tools
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _conversation(opening: list[dict[str, Any]], turns: list[Turn], history: str) -> list[dict[str, Any]]:
+    """The messages the model sees at the start of the next turn."""
+    if not turns:
+        return list(opening)
+    if history == "last":
+        last = turns[-1]
+        return [*opening, {"role": "assistant", "content": last.response}, {"role": "user", "content": last.feedback}]
+    return [*turns[-1].messages, {"role": "user", "content": turns[-1].feedback}]
+
+
+def run_episode(
+    task: Task,
+    policy: Policy,
+    pool: EvalPool,
+    config: EpisodeConfig | None = None,
+    sample: int = 0,
+    eval_config: EvalConfig | None = None,
+    reward_fn: RewardFn = default_reward,
+    count_tokens: TokenCounter = approx_tokens,
+) -> Trajectory:
+    """Run up to `max_turns` answer-evaluate-feedback rounds for `task`; never raises for model failures.
+
+    `count_tokens` measures the feedback budget (pass the policy's tokenizer for exact counts).
+    """
+    config = config or EpisodeConfig()
+    backend = config.prompt.backend
+    trajectory = Trajectory(task_id=task.id, backend=backend, sample=sample, level=task.level,
+                            policy=getattr(policy, "name", type(policy).__name__))
+    opening = initial_messages(task, config.prompt)
+    executor = ToolExecutor(pool, task, backend, eval_config, config.feedback_tokens, count_tokens) if config.tools else None
+    for index in range(config.max_turns):
+        messages = _conversation(opening, trajectory.turns, config.history)
+        context = RequestContext(task_id=task.id, sample=sample, turn=index, seed=config.seed + 1000 * sample + index)
+        usage, tool_calls = Usage(), 0
+        offer = TOOL_SCHEMAS if executor else None
+        try:
+            while True:
+                completion = policy.complete(messages, offer, context)
+                usage.add(completion.usage)
+                messages = [*messages, completion.message()]
+                if executor is None or offer is None or not completion.tool_calls:
+                    if completion.tool_calls:  # unanswerable calls would make the history invalid
+                        messages[-1] = {"role": "assistant", "content": completion.text}
+                    break
+                for call in completion.tool_calls:
+                    if tool_calls >= config.max_tool_calls:
+                        answer = json.dumps({"error": "tool call limit reached: reply with the final module"})
+                    else:
+                        tool_calls += 1
+                        try:
+                            answer, _ = executor.run(call.name, call.parsed_arguments())
+                        except ValueError as exc:
+                            answer = json.dumps({"error": f"bad arguments: {exc}"})
+                    messages.append({"role": "tool", "tool_call_id": call.id, "content": answer})
+                if tool_calls >= config.max_tool_calls:
+                    offer = None  # one last request without tools asks for the final answer
+        except PolicyError as exc:
+            trajectory.stop_reason, trajectory.error = "policy_error", str(exc)
+            break
+        response = completion.text
+        code = extract_code(response)
+        result = None
+        if code is not None:
+            result = pool.evaluate(task, Candidate(code, backend), eval_config).to_dict()
+        turn = Turn(index=index, messages=messages, response=response, code=code, result=result,
+                    reward=reward_fn(result), usage=usage, tool_calls=tool_calls)
+        turn.feedback = format_feedback(result, config.feedback_mode, config.feedback_tokens, config.target_speedup, count_tokens)
+        trajectory.turns.append(turn)
+        if config.target_speedup is not None and (turn.speedup or 0.0) >= config.target_speedup:
+            trajectory.stop_reason = "target_reached"
+            break
+    else:
+        trajectory.stop_reason = "max_turns"
+    trajectory.meta["episode"] = config.to_dict()
+    return trajectory
