@@ -1,4 +1,4 @@
-"""`kernelrl tasks`: list the tasks in a file, directory or dataset."""
+"""`kernelrl tasks`: list, validate, synthesize and export task suites."""
 
 from __future__ import annotations
 
@@ -12,7 +12,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls = tasks_sub.add_parser("list", help="list the tasks in a file, directory or JSONL/Parquet dataset")
     ls.add_argument("path")
     ls.add_argument("--json", action="store_true", help="one JSON object per task (without source)")
+    ls.add_argument("--profile", help="apply a size profile from the tasks' metadata (e.g. gpu)")
     ls.set_defaults(handler=run_list)
+
+    val = tasks_sub.add_parser("validate", help="check tasks run, are deterministic and depend on their input")
+    val.add_argument("path")
+    val.add_argument("--min-ms", type=float, default=1.0)
+    val.add_argument("--max-ms", type=float, default=100.0)
+    val.set_defaults(handler=run_validate)
+
+    syn = tasks_sub.add_parser("synth", help="compose registered ops into new validated tasks")
+    syn.add_argument("--n", type=int, required=True, help="number of tasks to produce")
+    syn.add_argument("--out", required=True, help="output directory (task files plus manifest.jsonl)")
+    syn.add_argument("--seed", type=int, default=0)
+    syn.add_argument("--max-ops", type=int, default=4)
+    syn.add_argument("--compile", action="store_true", help="also require torch.compile to run and match eager")
+    syn.add_argument("--compile-backend", default="inductor", help="torch.compile backend for --compile")
+    syn.add_argument("--exclude", action="append", default=[], metavar="DIR",
+                     help="benchmark directory whose tasks (and near-duplicates) must not be produced; repeatable")
+    syn.add_argument("--min-ms", type=float, default=0.1, help="eager runtime window, lower end (1 thread)")
+    syn.add_argument("--max-ms", type=float, default=100.0)
+    syn.set_defaults(handler=run_synth)
+
+    exp = tasks_sub.add_parser("export", help="write tasks to a JSONL/Parquet dataset with a prompt field")
+    exp.add_argument("path", help="task file, directory or dataset")
+    exp.add_argument("--out", required=True, help="FILE.jsonl or FILE.parquet")
+    exp.add_argument("--profile", help="apply a size profile (e.g. gpu) before export")
+    exp.set_defaults(handler=run_export)
     p.set_defaults(handler=lambda args: p.print_help() or 2)
 
 
@@ -26,7 +52,7 @@ def run_list(args: argparse.Namespace) -> int:
     from kernelrl.tasks.sizing import size_constants
 
     try:
-        tasks = load_tasks(args.path)
+        tasks = load_tasks(args.path, profile=args.profile)
     except TaskError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -41,4 +67,84 @@ def run_list(args: argparse.Namespace) -> int:
         sizes = ", ".join(f"{k}={v}" for k, (v, _) in size_constants(task.source).items())
         table.add_row(task.id, str(task.level or "-"), task.dtype, ",".join(task.tags), sizes)
     Console().print(table)
+    return 0
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from kernelrl.tasks import TaskError, load_tasks
+    from kernelrl.tasks.validate import validate_task
+
+    try:
+        tasks = load_tasks(args.path)
+    except TaskError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    table = Table(title=f"validity of {len(tasks)} tasks (eager, 1 thread)")
+    for column in ("id", "ms", "result"):
+        table.add_column(column)
+    failed = 0
+    for task in tasks:
+        check = validate_task(task, runtime_ms=(args.min_ms, args.max_ms))
+        failed += not check.ok
+        verdict = "ok" if check.ok else "; ".join(f"{k}: {v}" for k, v in check.problems.items())
+        table.add_row(task.id, f"{check.runtime_ms:.2f}" if check.runtime_ms else "-", verdict)
+    Console().print(table)
+    print(f"{len(tasks) - failed}/{len(tasks)} valid")
+    return 1 if failed else 0
+
+
+def run_synth(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.table import Table
+    from tqdm import tqdm
+
+    from kernelrl.tasks.synth import SynthConfig, synthesize, write_tasks
+
+    for directory in args.exclude:
+        if not Path(directory).is_dir():
+            print(f"error: --exclude {directory}: not a directory", file=sys.stderr)
+            return 2
+    config = SynthConfig(
+        n=args.n, seed=args.seed, max_ops=args.max_ops, compile=args.compile, compile_backend=args.compile_backend,
+        exclude=[Path(d) for d in args.exclude], runtime_ms=(args.min_ms, args.max_ms),
+    )
+    with tqdm(total=args.n, desc="synthesizing", unit="task", file=sys.stderr) as bar:
+        attempts = 0
+
+        def progress(accepted: int) -> None:
+            nonlocal attempts
+            attempts += 1
+            bar.update(accepted)
+            bar.set_postfix(attempts=attempts)
+
+        result = synthesize(config, progress)
+    manifest = write_tasks(result, args.out)
+    table = Table(title=f"rejected {result.attempts - len(result.tasks)} of {result.attempts} candidates")
+    table.add_column("filter")
+    table.add_column("rejected", justify="right")
+    for reason, count in result.rejected.items():
+        table.add_row(reason, str(count))
+    console = Console(stderr=True)
+    console.print(table)
+    console.print(
+        f"wrote {len(result.tasks)} tasks to {args.out} (manifest {manifest}) in {result.elapsed_s:.1f} s "
+        f"({result.rate:.1f} validated tasks/s)"
+    )
+    return 0 if len(result.tasks) == args.n else 1
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from kernelrl.tasks import TaskError, export_tasks, load_tasks
+
+    try:
+        count = export_tasks(load_tasks(args.path, profile=args.profile), args.out)
+    except TaskError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"exported {count} tasks to {args.out}")
     return 0

@@ -15,7 +15,7 @@ from kernelrl.tasks.metadata import (
     parse_module,
     validate_metadata,
 )
-from kernelrl.tasks.sizing import fit_to_budget, scale_sizes, with_overrides
+from kernelrl.tasks.sizing import fit_to_budget, scale_sizes, size_constants, with_overrides
 from kernelrl.tasks.task import Task, TaskError
 
 SOURCE_FIELDS = ("code", "source", "reference", "ref_code", "reference_code", "pytorch_code", "module")
@@ -105,7 +105,7 @@ def load_dataset(path: str | Path, source_field: str | None = None) -> list[Task
             raise TaskError(f"{where}: no source field; looked for {source_field or ', '.join(SOURCE_FIELDS)}")
         task_id = next((str(record[f]) for f in ID_FIELDS if f in record), f"{path.stem}/{index}")
         level = record.get("level")
-        extra = {k: record[k] for k in ("dtype", "rtol", "atol", "seed", "tags", "notes") if k in record}
+        extra = {k: record[k] for k in ("dtype", "rtol", "atol", "seed", "tags", "notes", "profiles") if k in record}
         tasks.append(task_from_source(record[field_name], task_id, where, int(level) if level else None, extra))
     if not tasks:
         raise TaskError(f"{path}: dataset is empty")
@@ -117,8 +117,10 @@ def load_tasks(
     overrides: dict[str, int] | None = None,
     scale: float | None = None,
     max_bytes: int | None = None,
+    profile: str | None = None,
 ) -> list[Task]:
-    """Load a file, directory or dataset, then apply size overrides, a scale factor, or a memory budget."""
+    """Load a file, directory or dataset, then apply a size profile (e.g. "gpu"; an error if no task
+    defines it), size overrides, a scale factor, or a memory budget (in that order)."""
     path = Path(path)
     if path.is_dir():
         tasks = load_directory(path)
@@ -130,16 +132,24 @@ def load_tasks(
         raise TaskError(f"{path}: no such file or directory")
     else:
         raise TaskError(f"{path}: unknown task format (expected .py, .jsonl, .parquet or a directory)")
-    return [resize(t, overrides, scale, max_bytes) for t in tasks]
+    if profile is not None and not any(profile in t.profiles for t in tasks):
+        raise TaskError(f"{path}: no task defines size profile {profile!r}")
+    return [resize(t, overrides, scale, max_bytes, profile) for t in tasks]
 
 
 def resize(
-    task: Task, overrides: dict[str, int] | None = None, scale: float | None = None, max_bytes: int | None = None
+    task: Task,
+    overrides: dict[str, int] | None = None,
+    scale: float | None = None,
+    max_bytes: int | None = None,
+    profile: str | None = None,
 ) -> Task:
-    """Apply explicit overrides (only those the task has), then a scale factor, then a memory budget."""
+    """Apply a named size profile from the task's metadata (tasks without it are left as they are),
+    then explicit overrides (only those the task has), then a scale factor, then a memory budget."""
+    if profile is not None and profile in task.profiles:
+        known = size_constants(task.source)
+        task = with_overrides(task, {k: v for k, v in task.profiles[profile].items() if k in known})
     if overrides:
-        from kernelrl.tasks.sizing import size_constants
-
         present = {k: v for k, v in overrides.items() if k in size_constants(task.source)}
         task = with_overrides(task, present)
     if scale is not None and scale != 1.0:

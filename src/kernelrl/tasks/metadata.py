@@ -12,7 +12,7 @@ import yaml
 from kernelrl.tasks.task import TaskError
 
 META_NAME = "TASK_META"
-META_FIELDS = {"id", "level", "dtype", "rtol", "atol", "seed", "tags", "notes"}
+META_FIELDS = {"id", "level", "dtype", "rtol", "atol", "seed", "tags", "notes", "profiles"}
 DTYPES = {"float32", "float64", "float16", "bfloat16"}
 
 
@@ -73,4 +73,18 @@ def validate_metadata(meta: dict[str, Any], where: str) -> dict[str, Any]:
             raise TaskError(f"{where}: {key} must be a non-negative number")
     if "tags" in meta and not (isinstance(meta["tags"], list) and all(isinstance(t, str) for t in meta["tags"])):
         raise TaskError(f"{where}: tags must be a list of strings")
+    if "profiles" in meta:
+        validate_profiles(meta["profiles"], where)
     return dict(meta)
+
+
+def validate_profiles(profiles: Any, where: str) -> None:
+    """`profiles` maps a profile name (e.g. "gpu") to size overrides {CONSTANT: positive int}."""
+    if not isinstance(profiles, dict):
+        raise TaskError(f"{where}: profiles must be a mapping of profile name -> {{constant: int}}")
+    for name, sizes in profiles.items():
+        if not isinstance(name, str) or not isinstance(sizes, dict):
+            raise TaskError(f"{where}: profile {name!r} must map constant names to integers")
+        for key, value in sizes.items():
+            if not isinstance(key, str) or type(value) is not int or value < 1:
+                raise TaskError(f"{where}: profile {name!r}: {key!r} must be a positive integer, got {value!r}")

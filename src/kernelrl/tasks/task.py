@@ -31,6 +31,7 @@ class Task:
     seed: int = 0
     tags: list[str] = field(default_factory=list)
     notes: str = ""
+    profiles: dict[str, dict[str, int]] = field(default_factory=dict)  # e.g. {"gpu": {"batch_size": 4096}}
     path: str | None = None
     size_overrides: dict[str, tuple[int, int]] = field(default_factory=dict)
 

@@ -1,0 +1,31 @@
+"""Exponential linear unit with alpha = 1."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+TASK_META = {
+    "id": "level1/08_ELU",
+    "level": 1,
+    "tags": ["elementwise", "activation"],
+    "profiles": {"gpu": {"batch_size": 4096}},
+}
+
+batch_size = 192
+dim = 32768
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.elu(x, alpha=1.0)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,31 @@
+"""Clamp to [-1, 1] (hard tanh)."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+TASK_META = {
+    "id": "level1/09_HardTanh",
+    "level": 1,
+    "tags": ["elementwise", "activation"],
+    "profiles": {"gpu": {"batch_size": 4096}},
+}
+
+batch_size = 192
+dim = 32768
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.hardtanh(x, -1.0, 1.0)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,30 @@
+"""Euclidean norm of every row."""
+
+import torch
+import torch.nn as nn
+
+TASK_META = {
+    "id": "level1/17_L2NormRows",
+    "level": 1,
+    "tags": ["reduction", "norm"],
+    "profiles": {"gpu": {"batch_size": 4096}},
+}
+
+batch_size = 768
+dim = 16384
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.linalg.vector_norm(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,30 @@
+"""Unbiased variance of every row."""
+
+import torch
+import torch.nn as nn
+
+TASK_META = {
+    "id": "level1/19_VarRows",
+    "level": 1,
+    "tags": ["reduction", "statistics"],
+    "profiles": {"gpu": {"batch_size": 4096}},
+}
+
+batch_size = 128
+dim = 16384
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.var(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,30 @@
+"""Running maximum over the last dimension (values only)."""
+
+import torch
+import torch.nn as nn
+
+TASK_META = {
+    "id": "level1/46_Cummax",
+    "level": 1,
+    "tags": ["scan"],
+    "profiles": {"gpu": {"batch_size": 4096}},
+}
+
+batch_size = 512
+dim = 8192
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cummax(x, dim=-1).values
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,32 @@
+"""Linear layer followed by ReLU."""
+
+import torch
+import torch.nn as nn
+
+TASK_META = {
+    "id": "level2/01_Linear_ReLU",
+    "level": 2,
+    "tags": ["matmul", "activation", "fused"],
+    "profiles": {"gpu": {"batch_size": 8192, "in_features": 4096, "out_features": 4096}},
+}
+
+batch_size = 512
+in_features = 512
+out_features = 512
+
+
+class Model(nn.Module):
+    def __init__(self, in_features: int, out_features: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(in_features, out_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.fc(x))
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_features)]
+
+
+def get_init_inputs():
+    return [in_features, out_features]

@@ -1,0 +1,34 @@
+"""Linear layer, subtract the row maximum, GELU."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+TASK_META = {
+    "id": "level2/08_Linear_MaxSubtract_GELU",
+    "level": 2,
+    "tags": ["matmul", "reduction", "activation", "fused"],
+    "profiles": {"gpu": {"batch_size": 8192, "in_features": 4096, "out_features": 4096}},
+}
+
+batch_size = 512
+in_features = 512
+out_features = 512
+
+
+class Model(nn.Module):
+    def __init__(self, in_features: int, out_features: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(in_features, out_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.fc(x)
+        return F.gelu(y - y.amax(dim=-1, keepdim=True))
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_features)]
+
+
+def get_init_inputs():
+    return [in_features, out_features]
