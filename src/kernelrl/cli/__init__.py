@@ -12,6 +12,8 @@ COMMANDS: dict[str, str] = {
     "eval": "kernelrl.cli.eval_cmd",
     "tasks": "kernelrl.cli.tasks_cmd",
     "redteam": "kernelrl.cli.redteam_cmd",
+    "train": "kernelrl.cli.train_cmd",
+    "distill": "kernelrl.cli.distill_cmd",
 }
 
 

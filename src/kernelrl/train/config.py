@@ -93,6 +93,22 @@ class EvalSection(_Section):
     heldout_samples: int = Field(1, ge=1)  # greedy when 1
 
 
+class DistillConfig(_Section):
+    """Direct-OPD: teacher pair from `teacher_run` (its ``sft_policy`` and final ``policy``); when it has
+    none, a short RL run (`teacher_rl_steps`) makes one. The student is a wider model of the same family."""
+
+    teacher_run: str | None = None
+    teacher_rl_steps: int = Field(15, ge=1)
+    student_hidden_size: int = Field(192, ge=8)
+    student_sft_steps: int = Field(100, ge=0)
+    steps: int = Field(30, ge=1)
+    prompts_per_step: int = Field(8, ge=1)
+    samples_per_prompt: int = Field(4, ge=1)
+    lr: float = Field(1e-3, gt=0)
+    token_coef: float = Field(1.0, gt=0)
+    adaptive: bool = False
+
+
 class TrainConfig(_Section):
     name: str = "tiny-cpu"
     seed: int = 0
@@ -107,6 +123,7 @@ class TrainConfig(_Section):
     sft: SFTConfig = Field(default_factory=SFTConfig)
     rl: RLConfig = Field(default_factory=RLConfig)
     eval: EvalSection = Field(default_factory=EvalSection)
+    distill: DistillConfig = Field(default_factory=DistillConfig)
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:

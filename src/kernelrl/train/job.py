@@ -25,6 +25,15 @@ from kernelrl.train.sft import sft_train
 from kernelrl.train.trainer import RLTrainer, generate_answers
 
 
+def save_weights(model: Any, path: Path) -> None:
+    """Model weights as safetensors, written to a temporary name then renamed."""
+    from safetensors.torch import save_file
+
+    tmp = path.with_name(path.name + ".tmp")
+    save_file({k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}, str(tmp))
+    tmp.replace(path)
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
@@ -44,18 +53,29 @@ def sft_pairs(tok: Any, chains: list[tuple[str, ...]], seed: int, per_chain: int
             for c in chains for _ in range(per_chain)]
 
 
-def heldout_eval(trainer: RLTrainer, cache: EvalCache, chains: list[tuple[str, ...]], cfg: TrainConfig) -> dict[str, float]:
-    """Pass rate, fast_1 (correct and faster than eager) and mean speedup on held-out chains."""
-    answers = generate_answers(trainer.engine, trainer.tok, chains, samples=cfg.eval.heldout_samples,
-                               max_new_tokens=cfg.rl.max_new_tokens, seed=cfg.seed + 17)
-    futs = [(c, cache.submit(c, a)) for c, per in zip(chains, answers, strict=True) for a in per]
-    results = [f.result() for _, f in futs]
+def _score(results: list[Any]) -> dict[str, float]:
     n = max(1, len(results))
     ok = [r for r in results if r.correct]
     sp = [r.speedup for r in ok if r.speedup]
     return {"pass_rate": len(ok) / n, "fast_1": sum(1 for s in sp if s > 1.0) / n,
-            "mean_speedup": sum(sp) / len(sp) if sp else 0.0, "n": float(n),
-            "examples": [a[0] for a in answers[:4]]}  # type: ignore[dict-item]
+            "mean_speedup": sum(sp) / len(sp) if sp else 0.0, "n": float(len(results))}
+
+
+def heldout_eval(trainer: RLTrainer, cache: EvalCache, chains: list[tuple[str, ...]], cfg: TrainConfig) -> dict[str, Any]:
+    """Pass rate, fast_1 (correct and faster than eager) and mean speedup of correct answers on the
+    held-out chains: greedy (one answer per chain) and, when `eval.heldout_samples` > 1, sampled at
+    temperature 1 (`sampled_*`, that many answers per chain)."""
+    out: dict[str, Any] = {}
+    for prefix, n in (("", 1), ("sampled_", cfg.eval.heldout_samples)):
+        if prefix and n == 1:
+            continue
+        answers = generate_answers(trainer.engine, trainer.tok, chains, samples=n,
+                                   max_new_tokens=cfg.rl.max_new_tokens, seed=cfg.seed + 17)
+        futs = [cache.submit(c, a) for c, per in zip(chains, answers, strict=True) for a in per]
+        out.update({prefix + k: v for k, v in _score([f.result() for f in futs]).items()})
+        if not prefix:
+            out["examples"] = [a[0] for a in answers[:4]]
+    return out
 
 
 def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | None = None,
@@ -92,6 +112,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
             for i, loss in enumerate(losses):
                 logger.log("sft", i, {"loss": loss})
             times["sft_s"] = time.perf_counter() - t0
+            save_weights(model, run / "sft_policy.safetensors")  # the pre-RL reference (Direct-OPD's teacher_ref)
         max_ctx = cfg.model.max_positions
         trainer = RLTrainer(cfg.rl, model, tok, cache, train_chains, seed=cfg.seed, max_context=max_ctx)
         models = {"policy": model, **({"ref": trainer.ref} if trainer.ref is not None else {}),
@@ -131,6 +152,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
         summary["after_rl"] = heldout_eval(trainer, cache, heldout, cfg)
         times["heldout_rl_s"] = time.perf_counter() - t0
         logger.log("heldout", trainer.step_count, {k: v for k, v in summary["after_rl"].items() if k != "examples"})
+        save_weights(model, run / "policy.safetensors")
         times["total_s"] = time.perf_counter() - t_start
         summary["times"] = times
         summary["eval_cache"] = {"submitted": cache.submitted, "hits": cache.hits}

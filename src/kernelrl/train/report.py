@@ -56,11 +56,13 @@ def write_report(run_dir: str | Path, summary: dict[str, Any]) -> Path:
              f"{cfg['rl']['steps']} RL steps x {cfg['rl']['prompts_per_step']} prompts x {cfg['rl']['group_size']} "
              f"samples, SFT {cfg['sft']['steps']} steps, seed {cfg['seed']}.", "",
              f"## Held-out tasks ({int(a.get('n', 0))} unseen chains, "
-             f"{'greedy' if cfg['eval']['heldout_samples'] == 1 else 'sampled'})", "",
+             "greedy and sampled)", "",
              "| model | pass rate | fast_1 | mean speedup (correct) |", "|---|---|---|---|"]
-    for name, r in (("after SFT", a), ("after RL", b)):
-        if r:
-            lines.append(f"| {name} | {r['pass_rate']:.3f} | {r['fast_1']:.3f} | {r['mean_speedup']:.2f} |")
+    for pre, label in (("", "greedy"), ("sampled_", "sampled T=1")):
+        for name, r in (("after SFT", a), ("after RL", b)):
+            if r and pre + "pass_rate" in r:
+                lines.append(f"| {name}, {label} (n={int(r[pre + 'n'])}) | {r[pre + 'pass_rate']:.3f} | "
+                             f"{r[pre + 'fast_1']:.3f} | {r[pre + 'mean_speedup']:.2f} |")
     lines += ["", "## Times (s)", ""]
     lines += [f"- {k}: {v:.1f}" for k, v in summary.get("times", {}).items()]
     lines += ["", "## Example held-out answers after RL", ""]
