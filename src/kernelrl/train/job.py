@@ -79,11 +79,11 @@ def heldout_eval(trainer: RLTrainer, cache: EvalCache, chains: list[tuple[str, .
 
 
 def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | None = None,
-              stop_after: int | None = None, echo: bool = True) -> dict[str, Any]:
+              stop_after: int | None = None, echo: bool = True, pool: EvalPool | None = None) -> dict[str, Any]:
     """Run the whole job; returns a summary (also written to ``summary.json``).
 
     `stop_after` ends the RL loop after that many total steps (to test resume); the final eval and
-    report are then skipped.
+    report are then skipped. `pool`: an existing evaluation pool to use (else one is started).
     """
     t_start = time.perf_counter()
     torch.set_num_threads(cfg.threads)
@@ -101,7 +101,8 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
     ckpt = latest_checkpoint(run) if resume else None
     summary: dict[str, Any] = {"config": cfg.model_dump()}
     times: dict[str, float] = {}
-    pool = EvalPool(cfg.eval.workers, eval_config(cfg), sandbox=cfg.eval.sandbox)
+    own_pool = pool is None
+    pool = pool or EvalPool(cfg.eval.workers, eval_config(cfg), sandbox=cfg.eval.sandbox)
     try:
         cache = EvalCache(pool, tasks)
         if ckpt is None:
@@ -161,7 +162,8 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
         return summary
     finally:
         logger.close()
-        pool.close()
+        if own_pool:
+            pool.close()
 
 
 def rejection_finetune(cfg: TrainConfig, trainer: RLTrainer, cache: EvalCache, chains: list[tuple[str, ...]],
