@@ -150,6 +150,10 @@ class RLTrainer:
     def _group_ids(samples: list[Sample]) -> torch.Tensor:
         return torch.tensor([s.group * 1000 + s.turn for s in samples])
 
+    def update(self, samples: list[Sample]) -> dict[str, float]:
+        """The policy update on scored samples (filters, advantages, clipped loss, optimizer step)."""
+        return self._update(samples)
+
     def _update(self, samples: list[Sample]) -> dict[str, float]:
         cfg = self.cfg
         kept = self._keep(samples)
