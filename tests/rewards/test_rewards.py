@@ -107,7 +107,7 @@ def test_prs_modes() -> None:
     assert prs_keep_mask([[lo, hi]], mode="geometric") == [[False, False]]
     assert prs_keep_mask([[bad]], mode="geometric") == [[True]]
     # frequencies follow p for the per-turn mode
-    kept = sum(prs_keep_mask([[mid]] * 4000, rng=random.Random(1))[i][0] for i in range(4000))
+    kept = sum(row[0] for row in prs_keep_mask([[mid]] * 4000, rng=random.Random(1)))
     assert 1800 < kept < 2200
     with pytest.raises(ValueError):
         prs_keep_mask([[hi]], mode="nope")
