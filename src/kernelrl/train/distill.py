@@ -33,7 +33,7 @@ from kernelrl.train.sft import sft_train
 from kernelrl.train.trainer import RLTrainer
 
 
-def teacher_pair(cfg: TrainConfig, run: Path) -> tuple[Any, Any, Any, dict[str, Any]]:
+def teacher_pair(cfg: TrainConfig, run: Path, pool: EvalPool | None = None) -> tuple[Any, Any, Any, dict[str, Any]]:
     """(teacher, teacher_ref, tokenizer, info): loaded from `distill.teacher_run`, else made by a short RL run."""
     teacher_dir = Path(cfg.distill.teacher_run) if cfg.distill.teacher_run else run / "teacher"
     info: dict[str, Any] = {"teacher_run": str(teacher_dir)}
@@ -42,7 +42,7 @@ def teacher_pair(cfg: TrainConfig, run: Path) -> tuple[Any, Any, Any, dict[str, 
         tcfg.rl.steps = cfg.distill.teacher_rl_steps
         tcfg.progress = False
         t0 = time.perf_counter()
-        summary = run_train(tcfg, run_dir=teacher_dir, echo=False)
+        summary = run_train(tcfg, run_dir=teacher_dir, echo=False, pool=pool)
         info["teacher_train_s"] = time.perf_counter() - t0
         info["teacher_heldout"] = {k: summary[k]["pass_rate"] for k in ("after_sft", "after_rl")}
     teacher, tok = build_model(cfg.model, tokenizer_corpus(), cfg.seed)
@@ -51,13 +51,15 @@ def teacher_pair(cfg: TrainConfig, run: Path) -> tuple[Any, Any, Any, dict[str, 
     ref.load_state_dict(load_file(str(teacher_dir / "sft_policy.safetensors")))
     return clone_model(teacher), ref, tok, info
 
-def run_distill(cfg: TrainConfig) -> dict[str, Any]:
-    """Teacher pair -> student SFT -> held-out eval -> Direct-OPD steps -> held-out eval; ``distill.json``."""
+def run_distill(cfg: TrainConfig, pool: EvalPool | None = None) -> dict[str, Any]:
+    """Teacher pair -> student SFT -> held-out eval -> Direct-OPD steps -> held-out eval; ``distill.json``.
+
+    `pool`: an existing evaluation pool (else one is started)."""
     torch.set_num_threads(cfg.threads)
     run = Path(cfg.out_dir) / "distill"
     run.mkdir(parents=True, exist_ok=True)
     cfg.save(run)
-    teacher, teacher_ref, tok, info = teacher_pair(cfg, run)
+    teacher, teacher_ref, tok, info = teacher_pair(cfg, run, pool)
     seed_everything(cfg.seed + 1)
     d = cfg.distill
     scfg = cfg.model.model_copy(update={"hidden_size": d.student_hidden_size})
@@ -68,7 +70,9 @@ def run_distill(cfg: TrainConfig) -> dict[str, Any]:
               batch_size=cfg.sft.batch_size, lr=cfg.sft.lr, seed=cfg.seed + 1, pad_id=tok.pad_token_id)
     tasks = {c: make_task(c, cfg.task.rows, cfg.task.cols) for c in heldout}
     logger = MetricsLogger(run, cfg.tensorboard)
-    with EvalPool(cfg.eval.workers, eval_config(cfg), sandbox=cfg.eval.sandbox) as pool:
+    own = pool is None
+    pool = pool or EvalPool(cfg.eval.workers, eval_config(cfg), sandbox=cfg.eval.sandbox)
+    try:
         cache = EvalCache(pool, tasks)
         judge = RLTrainer(cfg.rl, student, tok, cache, train, seed=cfg.seed, max_context=cfg.model.max_positions)
         before = heldout_eval(judge, cache, heldout, cfg)
@@ -106,6 +110,9 @@ def run_distill(cfg: TrainConfig) -> dict[str, Any]:
                 coef = adaptive_kl_coef(coef, mean_r, max_coef=10.0)
         judge.engine.update_weights()
         after = heldout_eval(judge, cache, heldout, cfg)
+    finally:
+        if own:
+            pool.close()
     logger.close()
     save_weights(student, run / "student.safetensors")
     verdict = (f"Direct-OPD student held-out pass rate {before['pass_rate']:.3f} -> {after['pass_rate']:.3f} "
