@@ -34,8 +34,15 @@ from kernelrl.train.trainer import RLTrainer
 
 
 def teacher_pair(cfg: TrainConfig, run: Path, pool: EvalPool | None = None) -> tuple[Any, Any, Any, dict[str, Any]]:
-    """(teacher, teacher_ref, tokenizer, info): loaded from `distill.teacher_run`, else made by a short RL run."""
-    teacher_dir = Path(cfg.distill.teacher_run) if cfg.distill.teacher_run else run / "teacher"
+    """(teacher, teacher_ref, tokenizer, info): from `distill.teacher_run`, else from the main run in
+    `out_dir` (its final ``policy`` and pre-RL ``sft_policy``), else made by a short RL run."""
+    main_run = Path(cfg.out_dir)
+    if cfg.distill.teacher_run:
+        teacher_dir = Path(cfg.distill.teacher_run)
+    elif (main_run / "policy.safetensors").is_file() and (main_run / "sft_policy.safetensors").is_file():
+        teacher_dir = main_run  # `kernelrl train` with the same preset left a teacher pair here
+    else:
+        teacher_dir = run / "teacher"
     info: dict[str, Any] = {"teacher_run": str(teacher_dir)}
     if not (teacher_dir / "policy.safetensors").is_file():
         tcfg = cfg.model_copy(deep=True)
