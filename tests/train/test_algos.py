@@ -41,6 +41,7 @@ CASES = [
     {"algo": "trloo", "turns": 2},
     {"algo": "prime"},
     {"algo": "reinforce++", "ppo_epochs": 2, "lr_schedule": "cosine"},
+    {"algo": "drgrpo", "prs": "geometric", "loss_agg": "seq-mean-token-sum-norm", "dynamic_sampling": True},
 ]
 
 

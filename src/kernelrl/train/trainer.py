@@ -135,10 +135,10 @@ class RLTrainer:
         cfg = self.cfg
         if cfg.prs != "off":
             episodes: dict[tuple[int, int], list[Sample]] = {}
-            for s in samples:
-                episodes.setdefault((s.group, s.episode if s.turn == 0 else s.extras.get("root", s.episode)), []).append(s)
-            trajs = list(episodes.values())
-            masks = prs_keep_mask([[t.result.to_dict() if t.result else None for t in tr] for tr in trajs],  # type: ignore[misc]
+            for s in samples:  # later turns keep their episode's (group, episode) key
+                episodes.setdefault((s.group, s.episode), []).append(s)
+            trajs = [tr for tr in episodes.values() if all(t.result is not None for t in tr)]
+            masks = prs_keep_mask([[t.result for t in tr] for tr in trajs],  # type: ignore[misc]
                                   mode=cfg.prs, rng=random.Random(self.seed + self.step_count))
             samples = [s for tr, m in zip(trajs, masks, strict=True) for s, k in zip(tr, m, strict=True) if k]
         if cfg.dynamic_sampling and samples:
@@ -169,7 +169,8 @@ class RLTrainer:
         # CoPRIS: tokens keep the log-prob of the policy version that sampled them (the behaviour policy).
         old_lp = rollout_lp if cfg.rollout == "copris" else self._batched_logprobs(self.model, kept, width)
         rewards = _stack(kept, "reward").float()
-        group_ids = torch.tensor([s.group for s in kept])
+        # TRLOO keys its groups by (prompt, turn) itself; the others get (prompt, turn) groups here
+        group_ids = torch.tensor([s.group for s in kept]) if cfg.algo == "trloo" else self._group_ids(kept)
         extras: dict[str, Any] = {}
         if cfg.algo == "trloo":
             extras = {"turn_index": _stack(kept, "turn"), "episode_ids": self._episode_ids(kept), "gamma": cfg.gamma}
