@@ -20,7 +20,13 @@ from safetensors.torch import load_file
 
 from kernelrl.evaluate import EvalPool
 from kernelrl.generation import Engine, GenerationRequest, SamplingParams
-from kernelrl.rl import adaptive_kl_coef, opd_token_rewards, ppo_clip_loss, token_reward_direct_advantages
+from kernelrl.rl import (
+    adaptive_kl_coef,
+    kl_loss,
+    opd_token_rewards,
+    ppo_clip_loss,
+    token_reward_direct_advantages,
+)
 from kernelrl.rl.masked import masked_mean
 from kernelrl.train.config import TrainConfig
 from kernelrl.train.family import make_task, prompt_text, split_chains, tokenizer_corpus
@@ -86,7 +92,8 @@ def run_distill(cfg: TrainConfig, pool: EvalPool | None = None) -> dict[str, Any
         opt = torch.optim.AdamW(student.parameters(), lr=d.lr, weight_decay=0.0)
         engine = Engine(student, tok, max_batch_size=d.prompts_per_step * d.samples_per_prompt,
                         max_context=cfg.model.max_positions, seed=cfg.seed)
-        coef = d.token_coef
+        student_ref = clone_model(student)
+        kl_coef = d.kl_coef
         for step in range(d.steps):
             chains = [train[(step * d.prompts_per_step + i) % len(train)] for i in range(d.prompts_per_step)]
             params = SamplingParams(temperature=1.0, max_new_tokens=cfg.rl.max_new_tokens)
@@ -99,22 +106,26 @@ def run_distill(cfg: TrainConfig, pool: EvalPool | None = None) -> dict[str, Any
                 t_lp, _, mask = response_logprobs(teacher, prompts, resp, pad_id=tok.pad_token_id)
                 r_lp, _, _ = response_logprobs(teacher_ref, prompts, resp, pad_id=tok.pad_token_id)
                 old_lp, _, _ = response_logprobs(student, prompts, resp, pad_id=tok.pad_token_id)
+                ref_lp, _, _ = response_logprobs(student_ref, prompts, resp, pad_id=tok.pad_token_id)
             token_rewards = opd_token_rewards(t_lp, r_lp, mask)
-            adv = token_reward_direct_advantages(None, None, mask, token_rewards=token_rewards, token_coef=coef)
+            mean_r = masked_mean(token_rewards, mask)
+            if d.center:  # E[grad log pi(a_t)] = 0, so a constant baseline leaves the gradient unbiased
+                token_rewards = torch.where(mask, token_rewards - mean_r, torch.zeros_like(token_rewards))
+            adv = token_reward_direct_advantages(None, None, mask, token_rewards=token_rewards, token_coef=d.token_coef)
             student.train()
             lp, _, _ = response_logprobs(student, prompts, resp, pad_id=tok.pad_token_id)
             out = ppo_clip_loss(lp, old_lp, adv, mask)
+            loss = out.loss + kl_coef * kl_loss(lp, ref_lp, mask, kind="k3") if kl_coef > 0 else out.loss
             opt.zero_grad(set_to_none=True)
-            out.loss.backward()
+            loss.backward()
             torch.nn.utils.clip_grad_norm_(student.parameters(), cfg.rl.max_grad_norm)
             opt.step()
             student.eval()
             engine.update_weights()
-            mean_r = masked_mean(token_rewards, mask)
-            logger.log("distill", step, {"opd_reward": float(mean_r), "loss": float(out.loss.detach()),
-                                         "coef": coef, "response_length": float(mask.sum(-1).float().mean())})
+            logger.log("distill", step, {"opd_reward": float(mean_r), "loss": float(loss.detach()),
+                                         "kl_coef": kl_coef, "response_length": float(mask.sum(-1).float().mean())})
             if d.adaptive:
-                coef = adaptive_kl_coef(coef, mean_r, max_coef=10.0)
+                kl_coef = adaptive_kl_coef(kl_coef, mean_r, max_coef=10.0)
         judge.engine.update_weights()
         after = heldout_eval(judge, cache, heldout, cfg)
     finally:
