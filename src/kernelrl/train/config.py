@@ -99,12 +99,13 @@ class DistillConfig(_Section):
 
     teacher_run: str | None = None
     teacher_rl_steps: int = Field(15, ge=1)
-    student_hidden_size: int = Field(192, ge=8)
+    student: Literal["teacher_ref", "wide"] = "teacher_ref"  # start from the teacher's SFT policy, or a new wider model
+    student_hidden_size: int = Field(192, ge=8)  # for student=wide
     student_sft_steps: int = Field(150, ge=0)
     steps: int = Field(30, ge=1)
     prompts_per_step: int = Field(8, ge=1)
     samples_per_prompt: int = Field(4, ge=1)
-    lr: float = Field(3e-4, gt=0)
+    lr: float = Field(1e-4, gt=0)
     token_coef: float = Field(1.0, gt=0)
     center: bool = True  # subtract the batch-mean token reward (a constant baseline: unbiased, less variance)
     kl_coef: float = Field(0.1, ge=0)  # k3 KL to the student's own pre-distillation policy

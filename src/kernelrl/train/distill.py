@@ -64,6 +64,7 @@ def teacher_pair(cfg: TrainConfig, run: Path, pool: EvalPool | None = None) -> t
     ref.load_state_dict(load_file(str(teacher_dir / "sft_policy.safetensors")))
     return clone_model(teacher), ref, tok, info
 
+
 def run_distill(cfg: TrainConfig, pool: EvalPool | None = None) -> dict[str, Any]:
     """Teacher pair -> student SFT -> held-out eval -> Direct-OPD steps -> held-out eval; ``distill.json``.
 
@@ -75,12 +76,17 @@ def run_distill(cfg: TrainConfig, pool: EvalPool | None = None) -> dict[str, Any
     teacher, teacher_ref, tok, info = teacher_pair(cfg, run, pool)
     seed_everything(cfg.seed + 1)
     d = cfg.distill
-    scfg = cfg.model.model_copy(update={"hidden_size": d.student_hidden_size})
-    student, _ = build_model(scfg, tokenizer_corpus(), cfg.seed + 1)
     train, heldout = split_chains(seed=cfg.seed, min_len=cfg.task.min_ops, max_len=cfg.task.max_ops,
                                   n_train=cfg.task.n_train, n_heldout=cfg.task.n_heldout)
-    sft_train(student, sft_pairs(tok, train, cfg.seed + 1), steps=d.student_sft_steps,
-              batch_size=cfg.sft.batch_size, lr=cfg.sft.lr, seed=cfg.seed + 1, pad_id=tok.pad_token_id)
+    if d.student == "teacher_ref":  # the pair's shift applied to a copy of the pre-RL policy
+        student = clone_model(teacher_ref)
+        for p in student.parameters():
+            p.requires_grad_(True)
+    else:  # a wider model of the same family, warmed up by SFT (weak-to-strong)
+        scfg = cfg.model.model_copy(update={"hidden_size": d.student_hidden_size})
+        student, _ = build_model(scfg, tokenizer_corpus(), cfg.seed + 1)
+        sft_train(student, sft_pairs(tok, train, cfg.seed + 1), steps=d.student_sft_steps,
+                  batch_size=cfg.sft.batch_size, lr=cfg.sft.lr, seed=cfg.seed + 1, pad_id=tok.pad_token_id)
     tasks = {c: make_task(c, cfg.task.rows, cfg.task.cols) for c in heldout}
     logger = MetricsLogger(run, cfg.tensorboard)
     own = pool is None
