@@ -1,7 +1,7 @@
 """Our trainer's GRPO step vs trl's GRPOTrainer step, same tiny model, batch, group size and lengths.
 
 Both sides: a locally built tiny Llama and BPE tokenizer (no download), P prompts x G samples,
-prompts of the tiny kernel family, `--new` new tokens, the same cheap Python reward (share of the
+prompts of the tiny kernel family, up to `--new` new tokens (both stop at EOS), the same cheap Python reward (share of the
 response that is ';' or 'v', so the gym is not what is timed), one optimizer step per batch, CPU.
 Ours = `Engine` sampling (KV cache, continuous batching) + `RLTrainer.update`; trl =
 `GRPOTrainer.train` with a callback that times each step. First step of each is warm-up, dropped.
@@ -43,10 +43,11 @@ def ours(args: argparse.Namespace, chains: list) -> list[float]:
     rl = RLConfig(algo="grpo", group_size=args.group, prompts_per_step=args.prompts, max_new_tokens=args.new,
                   micro_batch_size=args.prompts * args.group, dynamic_sampling=False, lr=1e-4)
     tr = RLTrainer(rl, model, tok, _NoGym(), chains, seed=0, max_context=cfg.model.max_positions)  # type: ignore[arg-type]
-    times = []
+    times: list[float] = []
+    lengths: list[float] = []
     for step in range(args.steps):
         t0 = time.perf_counter()
-        params = SamplingParams(temperature=1.0, max_new_tokens=args.new, ignore_eos=True)
+        params = SamplingParams(temperature=1.0, max_new_tokens=args.new)  # stops at EOS, as trl does
         reqs = [GenerationRequest(tuple(encode_prompt(tok, prompt_text(chains[(step * args.prompts + i) % len(chains)]))),
                                   params.replace(seed=step * 100 + i * 10 + j), f"{i}/{j}", str(i))
                 for i in range(args.prompts) for j in range(args.group)]
@@ -59,6 +60,8 @@ def ours(args: argparse.Namespace, chains: list) -> list[float]:
             samples.append(s)
         tr.update(samples)
         times.append(time.perf_counter() - t0)
+        lengths.append(sum(len(s.response_ids) for s in samples) / len(samples))
+    print(f"ours: mean completion length {statistics.mean(lengths):.1f} tokens")
     return times
 
 
@@ -94,7 +97,9 @@ def trl_steps(args: argparse.Namespace, chains: list) -> list[float] | str:
                       temperature=1.0, beta=0.0, seed=0, dataloader_num_workers=0)
     trainer = GRPOTrainer(model=model, reward_funcs=reward, args=conf, train_dataset=data, processing_class=tok,
                           callbacks=[Timer()])
-    trainer.train()
+    out = trainer.train()
+    print(f"trl: mean completion length {trainer.state.log_history[-1].get('completions/mean_length', 'n/a')} "
+          f"(last logged), train_runtime {out.metrics.get('train_runtime')}")
     return times
 
 

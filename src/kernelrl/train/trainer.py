@@ -167,7 +167,11 @@ class RLTrainer:
         for i, s in enumerate(kept):
             rollout_lp[i, : len(s.rollout_logprobs)] = torch.tensor(s.rollout_logprobs)
         # CoPRIS: tokens keep the log-prob of the policy version that sampled them (the behaviour policy).
-        old_lp = rollout_lp if cfg.rollout == "copris" else self._batched_logprobs(self.model, kept, width)
+        # One on-policy epoch: pi_old is the current policy, so its log-probs are the detached forward of
+        # the update itself (ratio 1; no extra forward pass). Several epochs need them frozen up front.
+        on_policy = cfg.rollout == "sync" and cfg.ppo_epochs == 1
+        old_lp = rollout_lp if cfg.rollout == "copris" else (
+            None if on_policy else self._batched_logprobs(self.model, kept, width))
         rewards = _stack(kept, "reward").float()
         # TRLOO keys its groups by (prompt, turn) itself; the others get (prompt, turn) groups here
         group_ids = torch.tensor([s.group for s in kept]) if cfg.algo == "trloo" else self._group_ids(kept)
@@ -187,7 +191,8 @@ class RLTrainer:
                 mb = [kept[i] for i in idx]
                 lp, ent, m = self._logprobs(self.model, mb, grad=True, entropy=True)
                 w = lp.shape[1]
-                m_old, m_adv, m_roll = old_lp[idx, :w], adv[idx, :w], rollout_lp[idx, :w]
+                m_old = lp.detach() if old_lp is None else old_lp[idx, :w]
+                m_adv, m_roll = adv[idx, :w], rollout_lp[idx, :w]
                 weights = None
                 if cfg.mismatch:
                     corr = MISMATCH_CORRECTIONS.get(cfg.mismatch)(lp.detach(), m_roll, m, **cfg.mismatch_options)
