@@ -102,14 +102,16 @@ class DistillConfig(_Section):
     student: Literal["teacher_ref", "wide"] = "teacher_ref"  # start from the teacher's SFT policy, or a new wider model
     student_hidden_size: int = Field(192, ge=8)  # for student=wide
     student_sft_steps: int = Field(150, ge=0)
-    steps: int = Field(30, ge=1)
+    steps: int = Field(60, ge=1)
     prompts_per_step: int = Field(8, ge=1)
     samples_per_prompt: int = Field(4, ge=1)
-    lr: float = Field(1e-4, gt=0)
+    lr: float = Field(3e-4, gt=0)
     token_coef: float = Field(1.0, gt=0)
     center: bool = True  # subtract the batch-mean token reward (a constant baseline: unbiased, less variance)
-    kl_coef: float = Field(0.1, ge=0)  # k3 KL to the student's own pre-distillation policy
-    adaptive: bool = True  # Direct-OPD's controller: raise the KL coefficient while the mean reward is positive
+    # k3 KL to the student's start. With student=teacher_ref, max E[log T/Tref] - b KL(pi||Tref) has its optimum at
+    # pi ~ Tref (T/Tref)^(1/b): b = 1 recovers the teacher, b < 1 extrapolates past it (and reward-hacks fast).
+    kl_coef: float = Field(1.0, ge=0)
+    adaptive: bool = False  # Direct-OPD's controller: raise the KL coefficient while the mean reward is positive
 
 
 class TrainConfig(_Section):
