@@ -21,6 +21,7 @@ COMPARED = ("reward/mean", "rollout/pass_rate", "response_length", "loss", "entr
 def full_run(tmp_path_factory: pytest.TempPathFactory, smoke_cfg: TrainConfig, pool: EvalPool) -> Path:
     cfg = smoke_cfg.model_copy(deep=True)
     cfg.rl.steps = 4
+    cfg.sft.rft_rounds, cfg.sft.rft_steps = 1, 2  # rejection fine-tuning warm-up runs too
     run = tmp_path_factory.mktemp("full")
     run_train(cfg, run_dir=run, echo=False, pool=pool)
     return run
@@ -34,6 +35,8 @@ def test_artifacts_and_metrics(full_run: Path) -> None:
     ckpt = full_run / "checkpoints" / "step_4"
     assert {p.name for p in ckpt.iterdir()} >= {"policy.safetensors", "optim.pt", "state.json"}
     assert json.loads((ckpt / "state.json").read_text())["cursor"] == 4 * 2  # 4 steps x 2 prompt groups
+    rft = read_metrics(full_run, "rft")
+    assert len(rft) == 1 and rft[0]["sampled"] > 0 and 0 <= rft[0]["kept"] <= rft[0]["sampled"]
     rows = read_metrics(full_run, "rl")
     assert [r["step"] for r in rows] == [1, 2, 3, 4]
     for key in ("reward/mean", "rollout/pass_rate", "rollout/fast_1", "rollout/mean_speedup", "entropy",
@@ -49,6 +52,7 @@ def test_artifacts_and_metrics(full_run: Path) -> None:
 def test_resume_matches_uninterrupted(tmp_path: Path, smoke_cfg: TrainConfig, pool: EvalPool, full_run: Path) -> None:
     cfg = smoke_cfg.model_copy(deep=True)
     cfg.rl.steps = 4
+    cfg.sft.rft_rounds, cfg.sft.rft_steps = 1, 2
     run_train(cfg, run_dir=tmp_path, echo=False, pool=pool, stop_after=2)
     assert not (tmp_path / "summary.json").exists()
     summary = run_train(cfg, run_dir=tmp_path, echo=False, pool=pool, resume=True)
