@@ -25,7 +25,10 @@ def plot_curves(run_dir: Path) -> list[str]:
     fig, axes = plt.subplots((len(keys) + 2) // 3, 3, figsize=(12, 3 * ((len(keys) + 2) // 3)), squeeze=False)
     for ax, k in zip(axes.flat, keys, strict=False):
         pts = [(r["step"], r[k]) for r in rows if k in r]
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".")
+        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+        ax.plot(xs, ys, marker=".", alpha=0.35)
+        w = max(1, len(ys) // 10)  # moving average over a tenth of the run
+        ax.plot(xs[w - 1:], [sum(ys[i - w + 1:i + 1]) / w for i in range(w - 1, len(ys))], linewidth=2)
         ax.set_title(k)
         ax.set_xlabel("RL step")
     for ax in list(axes.flat)[len(keys):]:
