@@ -100,3 +100,26 @@ def test_shape_errors() -> None:
         grpo_advantages(t([1.0, 2.0]), torch.tensor([0, 0]), torch.ones(3, 2))
     with pytest.raises(ValueError):
         rloo_advantages(t([1.0, 2.0]), torch.tensor([0, 0, 1]), torch.ones(2, 2))
+
+
+def test_sequence_level_variants_match_the_token_broadcast() -> None:
+    from kernelrl.rl import grpo_sequence_advantages, rloo_sequence_advantages
+
+    s = 1 / math.sqrt(2)
+    assert torch.allclose(grpo_sequence_advantages(REWARDS, GROUPS, eps=0.0), t([0.0, 0.0, -1.0, -s, 1.0, s]))
+    assert torch.allclose(rloo_sequence_advantages(REWARDS, GROUPS), t([0.0, 5.0, -1.5, -4.0, 1.5, 4.0]))
+
+
+def test_reinforce_pp_kl_undiscounted_with_hole_and_padding() -> None:
+    import statistics
+
+    # row 0: r = 2, KL 0.5, 1, 0 (coef 0.1): returns 2 - 0.15 = 1.85, 2 - 0.1 = 1.9, 2
+    # row 1: r = 1, valid tokens 0 and 2 with KL 1, 1 (coef 0.1): returns 1 - 0.2 = 0.8, 1 - 0.1 = 0.9
+    mask = torch.tensor([[1, 1, 1, 0], [1, 0, 1, 0]])
+    kl = torch.tensor([[0.5, 1.0, 0.0, math.nan], [1.0, math.inf, 1.0, 9.0]], dtype=torch.float32)
+    out = reinforce_pp_advantages(t([2.0, 1.0]), None, mask, token_kl=kl, kl_coef=0.1, eps=0.0)
+    returns = [1.85, 1.9, 2.0, 0.8, 0.9]
+    mean, std = statistics.fmean(returns), statistics.pstdev(returns)
+    expected = t([[1.85, 1.9, 2.0, mean], [0.8, mean, 0.9, mean]])
+    assert torch.allclose(out, (expected - mean) / std)
+    assert out.dtype == torch.float64

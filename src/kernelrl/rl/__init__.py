@@ -9,9 +9,11 @@ from kernelrl.rl.advantages import (
     drgrpo_advantages,
     episode_returns,
     grpo_advantages,
+    grpo_sequence_advantages,
     reinforce_pp_advantages,
     reinforce_pp_baseline_advantages,
     rloo_advantages,
+    rloo_sequence_advantages,
     trloo_advantages,
 )
 from kernelrl.rl.aggregation import (
@@ -89,6 +91,7 @@ __all__ = [
     "episode_returns",
     "geometric_rejection",
     "grpo_advantages",
+    "grpo_sequence_advantages",
     "implicit_process_rewards",
     "kl_k1",
     "kl_k2",
@@ -109,6 +112,7 @@ __all__ = [
     "reinforce_pp_advantages",
     "reinforce_pp_baseline_advantages",
     "rloo_advantages",
+    "rloo_sequence_advantages",
     "seq_mean_token_mean",
     "seq_mean_token_sum",
     "seq_mean_token_sum_norm",

@@ -120,8 +120,21 @@ def reinforce_pp_advantages(
         if group_ids is None:
             raise ValueError("group_baseline needs group_ids")
         rewards = rewards - group_mean_std(rewards, group_index(group_ids))[0]
-    if token_kl is not None and kl_coef != 0.0:
-        token_rewards = zero_masked(token_kl, mask).mul_(-kl_coef)
+    with_kl = token_kl is not None and kl_coef != 0.0
+    if gamma == 1.0:
+        # undiscounted: every valid token is at or before the last one, so each return holds the
+        # whole outcome reward plus the KL penalties still ahead: G_t = r - kl_coef * sum_{s>=t} KL_s
+        outcome = rewards.unsqueeze(-1)
+        if with_kl:
+            assert token_kl is not None
+            kl_ahead = reverse_cumsum_(zero_masked(token_kl.to(rewards.dtype), mask), mask, fill=False)
+            returns = torch.add(outcome, kl_ahead, alpha=-kl_coef, out=kl_ahead)
+        else:
+            returns = outcome.expand(mask.shape).clone()
+        return whiten_(returns.masked_fill_(~mask, 0), mask, eps=eps)
+    if with_kl:
+        assert token_kl is not None
+        token_rewards = zero_masked(token_kl.to(rewards.dtype), mask).mul_(-kl_coef)
     else:
         token_rewards = torch.zeros(mask.shape, dtype=rewards.dtype, device=rewards.device)
     add_at_last_token_(token_rewards, rewards, mask)

@@ -50,11 +50,11 @@ def masked_var(values: Tensor, mask: Tensor, *, unbiased: bool = False) -> Tenso
 
 
 def sum_of_squares(x: Tensor) -> Tensor:
-    """``sum(x ** 2)`` without a full-size temporary: per-row dot products (short, accurate
-    accumulations, computed as a batched matmul), then their sum. Any shape -> scalar."""
+    """``sum(x ** 2)`` without a full-size temporary, accurate in float32: per-row norms (short
+    accumulations) first, then the sum of their squares. Any shape -> scalar."""
     if x.dim() == 0:
         return x * x
-    return torch.einsum("...t,...t->...", x, x).sum()
+    return torch.linalg.vector_norm(x, dim=-1).square().sum()
 
 
 def whiten_(x: Tensor, mask: Tensor, *, shift_mean: bool = True, eps: float = 1e-8) -> Tensor:
@@ -111,15 +111,16 @@ def broadcast_to_tokens(values: Tensor, mask: Tensor) -> Tensor:
     return zero_masked(values.unsqueeze(-1).expand(mask.shape), mask)
 
 
-def reverse_cumsum_(r: Tensor, mask: Tensor, gamma: float = 1.0) -> Tensor:
+def reverse_cumsum_(r: Tensor, mask: Tensor, gamma: float = 1.0, *, fill: bool = True) -> Tensor:
     """`reverse_cumsum` of a tensor the caller owns whose masked positions are already 0.
 
-    Returns a new tensor (``r`` may be overwritten as scratch).
+    Returns a new tensor (``r`` may be overwritten as scratch). With ``fill=False`` masked
+    positions are left holding running sums, for callers that zero them later anyway.
     """
     m = as_bool_mask(mask)
     if gamma == 1.0:
         out = r.flip(-1).cumsum_(-1).flip(-1)
-        return out.masked_fill_(~m, 0)
+        return out.masked_fill_(~m, 0) if fill else out
     rt = r.transpose(0, -1).contiguous()
     mt = m.transpose(0, -1).contiguous()
     running = torch.zeros_like(rt[0])

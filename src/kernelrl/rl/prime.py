@@ -94,10 +94,8 @@ def prime_advantages(
     proc = zero_masked(process_rewards.to(torch.promote_types(process_rewards.dtype, rewards.dtype)), mask)
     score = proc.sum(-1) / mask_count(mask, -1, proc.dtype).clamp_min(1)
     proc.sub_(leave_one_out_mean(score, index).unsqueeze(-1)).masked_fill_(~mask, 0)
-    adv = reverse_cumsum_(proc, mask, gamma)
-    if process_coef != 1.0:
-        adv.mul_(process_coef)
-    outcome = rewards - leave_one_out_mean(rewards, index)
-    adv.add_((outcome_coef * outcome).to(adv.dtype).unsqueeze(-1)).masked_fill_(~mask, 0)
+    adv = reverse_cumsum_(proc, mask, gamma, fill=False)
+    outcome = (outcome_coef * (rewards - leave_one_out_mean(rewards, index))).to(adv.dtype).unsqueeze(-1)
+    adv = torch.add(outcome, adv, alpha=process_coef, out=adv).masked_fill_(~mask, 0)
     return whiten_(adv, mask, eps=eps) if whiten else adv
 
