@@ -14,6 +14,8 @@ COMMANDS: dict[str, str] = {
     "tasks": "kernelrl.cli.tasks_cmd",
     "redteam": "kernelrl.cli.redteam_cmd",
     "serve": "kernelrl.cli.serve_cmd",
+    "train": "kernelrl.cli.train_cmd",
+    "distill": "kernelrl.cli.distill_cmd",
 }
 
 

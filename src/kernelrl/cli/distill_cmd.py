@@ -1,0 +1,25 @@
+"""`kernelrl distill`: Direct-OPD, a student trained on its own samples with a teacher pair's dense reward."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("distill", help="Direct-OPD distillation from a teacher pair (--preset tiny-cpu)",
+                       description=__doc__)
+    p.add_argument("--preset", default="tiny-cpu")
+    p.add_argument("--out", default=None)
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kernelrl.train.config import load_config
+    from kernelrl.train.distill import run_distill
+
+    overrides = list(args.overrides) + ([f"out_dir={args.out}"] if args.out else [])
+    cfg = load_config(args.preset, None, overrides)
+    summary = run_distill(cfg)
+    print(summary["verdict"])
+    return 0

@@ -1,0 +1,27 @@
+"""Kernel rewards: functions ``EvalResult -> float`` registered by name (`REWARDS`), plus
+profiling-based rejection sampling (`prs_keep_probability`, `prs_keep_mask`)."""
+
+from kernelrl.rewards.kernel import (
+    REWARDS,
+    autotriton_reward,
+    coverage,
+    coverage_reward,
+    get_reward,
+    milestone_reward,
+    speedup_reward,
+    weighted_reward,
+)
+from kernelrl.rewards.prs import prs_keep_mask, prs_keep_probability
+
+__all__ = [
+    "REWARDS",
+    "autotriton_reward",
+    "coverage",
+    "coverage_reward",
+    "get_reward",
+    "milestone_reward",
+    "prs_keep_mask",
+    "prs_keep_probability",
+    "speedup_reward",
+    "weighted_reward",
+]

@@ -1,0 +1,158 @@
+"""Kernel rewards from an `EvalResult` (or its dict): weighted, capped speedup + coverage,
+milestones, and AutoTriton's rule-based reward combined with the execution reward.
+
+Every function takes an `EvalResult` (or ``EvalResult.to_dict()``) and returns a float; extra
+keyword options are plain numbers so a config can name a reward and its options.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from kernelrl.evaluate.result import EvalResult, Status
+from kernelrl.registry import Registry
+
+RewardFn = Callable[..., float]
+REWARDS: Registry[RewardFn] = Registry("reward")
+
+_TORCH_OPS_NOTE = re.compile(r"torch compute ops in forward: (.*)")
+_COUNT = re.compile(r"x(\d+)$")
+
+
+def _result(r: EvalResult | dict[str, Any]) -> EvalResult:
+    return r if isinstance(r, EvalResult) else EvalResult.from_dict(r)
+
+
+def coverage(r: EvalResult | dict[str, Any]) -> float:
+    """Profiling coverage in [0, 1]: the share of the candidate's forward spent in its own kernels.
+
+    Dr. Kernel (KernelGYM) measures it with a GPU profiler as kernel time / total device time. On
+    CPU the gym records no per-op times, so coverage is read from what `EvalResult` does record:
+    an explicit ``environment["coverage"]`` (set by a profiling backend) wins; otherwise it is
+    ``kernel calls / (kernel calls + torch compute-op calls)``, counted over the correctness trials
+    from ``kernel_calls`` and the "torch compute ops in forward" note (present when the gym runs with
+    ``torch_ops="warn"``). No kernel call at all gives 0.
+    """
+    r = _result(r)
+    explicit = r.environment.get("coverage") if r.environment else None
+    if explicit is not None:
+        return float(min(1.0, max(0.0, explicit)))
+    kernel = sum(r.kernel_calls.values())
+    torch_calls = 0
+    for note in r.notes:
+        m = _TORCH_OPS_NOTE.match(note)
+        if m:
+            for item in m.group(1).split(","):
+                c = _COUNT.search(item.strip())
+                torch_calls += int(c.group(1)) if c else 1
+    if kernel <= 0:
+        return 0.0
+    return kernel / (kernel + torch_calls)
+
+
+def _speedup(r: EvalResult) -> float | None:
+    s = r.speedup
+    return float(s) if s is not None and math.isfinite(s) and s > 0 else None
+
+
+@REWARDS.register("binary", "correct")
+def binary_reward(result: EvalResult | dict[str, Any]) -> float:
+    """1 when correct, else 0."""
+    return 1.0 if _result(result).correct else 0.0
+
+
+@REWARDS.register("weighted")
+def weighted_reward(
+    result: EvalResult | dict[str, Any], *, correct_weight: float = 0.3, faster_weight: float = 0.7,
+    threshold: float = 1.0,
+) -> float:
+    """Weighted reward ``w_c * 1[correct] + w_f * 1[correct and speedup > threshold]``
+    (Kevin / KernelLLM style; defaults 0.3 and 0.7)."""
+    r = _result(result)
+    if not r.correct:
+        return 0.0
+    s = _speedup(r)
+    return correct_weight + (faster_weight if s is not None and s > threshold else 0.0)
+
+
+@REWARDS.register("speedup")
+def speedup_reward(
+    result: EvalResult | dict[str, Any], *, correct_bonus: float = 1.0, cap: float = 3.0, log: bool = True,
+) -> float:
+    """``correct_bonus + min(cap, log2 s)`` for a correct kernel with speedup s (``min(cap, s)`` with
+    ``log=False``); 0 when not correct. Below 1x the log term is negative, so a slow kernel earns less
+    than a fast one but never less than 0 overall (floor at 0)."""
+    r = _result(result)
+    if not r.correct:
+        return 0.0
+    s = _speedup(r)
+    if s is None:
+        return correct_bonus
+    term = min(cap, math.log2(s)) if log else min(cap, s)
+    return max(0.0, correct_bonus + term)
+
+
+@REWARDS.register("coverage", "pr")
+def coverage_reward(
+    result: EvalResult | dict[str, Any], *, cap: float = 3.0, coverage_weight: float = 1.0,
+) -> float:
+    """Dr. Kernel's reward with profiling (PR): ``1[correct] * (1 + min(s, cap) + w * coverage)``,
+    the capped speedup s rewarded linearly and the coverage (see `coverage`) added so lazy kernels
+    that leave most work to torch earn less. 0 when not correct."""
+    r = _result(result)
+    if not r.correct:
+        return 0.0
+    s = _speedup(r) or 0.0
+    return 1.0 + min(s, cap) + coverage_weight * coverage(r)
+
+
+@REWARDS.register("milestone")
+def milestone_reward(
+    result: EvalResult | dict[str, Any], *, steps: tuple[float, ...] = (1.0, 1.5, 2.0, 3.0),
+    compile_credit: float = 0.1, correct_credit: float = 0.5, step_credit: float = 0.5,
+) -> float:
+    """Stepped milestones: ``compile_credit`` once it builds and runs (incorrect), ``correct_credit`` once
+    correct, then ``step_credit`` more for each speedup milestone strictly passed (default 1x, 1.5x, 2x, 3x)."""
+    r = _result(result)
+    if r.status == Status.INCORRECT:
+        return compile_credit
+    if not r.correct:
+        return 0.0
+    s = _speedup(r) or 0.0
+    return compile_credit + correct_credit + step_credit * sum(1 for t in steps if s > t)
+
+
+def rule_violations(result: EvalResult | dict[str, Any]) -> int:
+    """AutoTriton's rules as the gym records them: no call into the candidate's own kernel, a static
+    anti-hacking finding, torch compute ops in forward, or an outright rejection each count once."""
+    r = _result(result)
+    n = int(r.status == Status.REJECTED)
+    n += int(bool(r.static_findings))
+    n += int(any(_TORCH_OPS_NOTE.match(note) for note in r.notes))
+    n += int(r.status in (Status.OK, Status.INCORRECT) and sum(r.kernel_calls.values()) == 0)
+    return n
+
+
+@REWARDS.register("autotriton", "rule_based")
+def autotriton_reward(
+    result: EvalResult | dict[str, Any], *, execution: str = "binary", rule_weight: float = 1.0,
+) -> float:
+    """AutoTriton (Li et al. 2025): a rule-based reward combined with the execution reward.
+
+    ``R = R_exec`` when every rule holds, else ``R = 0`` (the rule term vetoes), written
+    ``R_exec * 1[violations == 0]``; ``rule_weight < 1`` softens the veto to
+    ``R_exec * (1 - rule_weight * 1[violations > 0])``. ``execution`` names the execution reward.
+    """
+    r = _result(result)
+    base = REWARDS.get(execution)(r)
+    return base * (1.0 - rule_weight) if rule_violations(r) else base
+
+
+def get_reward(name: str, **options: Any) -> Callable[[EvalResult | dict[str, Any]], float]:
+    """The reward registered as `name`, with `options` bound."""
+    fn = REWARDS.get(name)
+    return partial(fn, **options) if options else fn

@@ -1,0 +1,196 @@
+"""One validated config per run: `TrainConfig` (pydantic), loadable from YAML, `key=value`
+overrides (dotted paths), printed at start and saved as ``config.yaml`` in the run directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+PRESET_DIR = Path(__file__).parent / "presets"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ModelConfig(_Section):
+    """`tiny` builds a tokenizer and a randomly initialised Llama locally; otherwise a HF name/path."""
+
+    name: str = "tiny"
+    hidden_size: int = Field(128, ge=8)
+    num_layers: int = Field(2, ge=1)
+    num_heads: int = Field(4, ge=1)
+    vocab_size: int = Field(400, ge=260)
+    max_positions: int = Field(256, ge=16)
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    device: str = "cpu"
+
+
+class TaskConfig(_Section):
+    """The task family (see `kernelrl.train.family`) and its train / held-out split."""
+
+    family: Literal["tiny-elementwise"] = "tiny-elementwise"
+    n_train: int = Field(256, ge=1)
+    n_heldout: int = Field(16, ge=1)
+    min_ops: int = Field(2, ge=1)
+    max_ops: int = Field(4, ge=1)
+    rows: int = Field(512, ge=1)
+    cols: int = Field(1024, ge=1)
+
+
+class SFTConfig(_Section):
+    steps: int = Field(60, ge=0)
+    batch_size: int = Field(32, ge=1)
+    lr: float = Field(3e-3, gt=0)
+    rft_rounds: int = Field(0, ge=0)  # rejection fine-tuning rounds after SFT (train on passing samples)
+    rft_steps: int = Field(20, ge=0)
+
+
+class RLConfig(_Section):
+    algo: Literal["grpo", "drgrpo", "rloo", "trloo", "reinforce++", "prime"] = "grpo"
+    rollout: Literal["sync", "copris"] = "sync"
+    steps: int = Field(30, ge=0)
+    prompts_per_step: int = Field(8, ge=1)
+    group_size: int = Field(4, ge=1)
+    max_new_tokens: int = Field(64, ge=1)
+    temperature: float = Field(1.0, gt=0)
+    concurrency: int = Field(16, ge=1)  # samples in flight (CoPRIS)
+    turns: int = Field(1, ge=1)  # >1: multi-turn, gym feedback as the next user turn
+    gamma: float = Field(1.0, ge=0, le=1)
+    reward: str = "speedup"
+    reward_options: dict[str, Any] = Field(default_factory=dict)
+    prs: Literal["off", "per_turn", "geometric"] = "off"
+    dynamic_sampling: bool = True
+    lr: float = Field(1e-3, gt=0)
+    lr_schedule: Literal["constant", "cosine", "linear"] = "constant"
+    warmup_steps: int = Field(0, ge=0)
+    weight_decay: float = Field(0.0, ge=0)
+    max_grad_norm: float = Field(1.0, gt=0)
+    micro_batch_size: int = Field(16, ge=1)
+    ppo_epochs: int = Field(1, ge=1)
+    clip_low: float = Field(0.2, gt=0)
+    clip_high: float = Field(0.28, gt=0)
+    loss_agg: str = "token-mean"
+    kl_coef: float = Field(0.0, ge=0)
+    kl_kind: str = "k3"
+    entropy_coef: float = Field(0.0, ge=0)
+    mismatch: str | None = None  # e.g. token_tis, seq_mis, geo_rs (kernelrl.rl.MISMATCH_CORRECTIONS)
+    mismatch_options: dict[str, Any] = Field(default_factory=dict)
+    prime_beta: float = Field(0.05, gt=0)
+    prime_lr: float = Field(1e-3, gt=0)
+
+
+class EvalSection(_Section):
+    workers: int = Field(2, ge=1)
+    correctness_trials: int = Field(2, ge=1)
+    warmup: int = Field(1, ge=0)
+    timing_trials: int = Field(5, ge=1)
+    timing_budget_s: float = Field(0.3, gt=0)
+    sandbox: Literal["auto", "bwrap", "none"] = "auto"
+    heldout_samples: int = Field(1, ge=1)  # greedy when 1
+
+
+class DistillConfig(_Section):
+    """Direct-OPD: teacher pair from `teacher_run` (its ``sft_policy`` and final ``policy``); when it has
+    none, a short RL run (`teacher_rl_steps`) makes one. The student is a wider model of the same family."""
+
+    teacher_run: str | None = None
+    teacher_rl_steps: int = Field(15, ge=1)
+    student: Literal["teacher_ref", "wide"] = "teacher_ref"  # start from the teacher's SFT policy, or a new wider model
+    student_hidden_size: int = Field(192, ge=8)  # for student=wide
+    student_sft_steps: int = Field(150, ge=0)
+    steps: int = Field(60, ge=1)
+    prompts_per_step: int = Field(8, ge=1)
+    samples_per_prompt: int = Field(4, ge=1)
+    lr: float = Field(3e-4, gt=0)
+    token_coef: float = Field(1.0, gt=0)
+    center: bool = True  # subtract the batch-mean token reward (a constant baseline: unbiased, less variance)
+    # k3 KL to the student's start. With student=teacher_ref, max E[log T/Tref] - b KL(pi||Tref) has its optimum at
+    # pi ~ Tref (T/Tref)^(1/b): b = 1 recovers the teacher, b < 1 extrapolates past it (and reward-hacks fast).
+    kl_coef: float = Field(1.0, ge=0)
+    adaptive: bool = False  # Direct-OPD's controller: raise the KL coefficient while the mean reward is positive
+
+
+class TrainConfig(_Section):
+    name: str = "tiny-cpu"
+    seed: int = 0
+    out_dir: str = "runs/train"
+    threads: int = Field(2, ge=1)
+    log_every: int = Field(1, ge=1)
+    checkpoint_every: int = Field(10, ge=0)  # 0: only at the end
+    tensorboard: bool = True
+    progress: bool = True
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    task: TaskConfig = Field(default_factory=TaskConfig)
+    sft: SFTConfig = Field(default_factory=SFTConfig)
+    rl: RLConfig = Field(default_factory=RLConfig)
+    eval: EvalSection = Field(default_factory=EvalSection)
+    distill: DistillConfig = Field(default_factory=DistillConfig)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TrainConfig:
+        if self.task.min_ops > self.task.max_ops:
+            raise ValueError("task.min_ops must be <= task.max_ops")
+        if self.rl.algo == "trloo" and self.rl.turns < 1:
+            raise ValueError("trloo needs rl.turns >= 1")
+        if self.rl.rollout == "copris" and self.rl.concurrency < self.rl.group_size:
+            raise ValueError("rl.concurrency must be >= rl.group_size for copris")
+        return self
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(), sort_keys=False)
+
+    def save(self, run_dir: str | Path) -> Path:
+        path = Path(run_dir) / "config.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.to_yaml())
+        return path
+
+
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+
+
+def _set(data: dict[str, Any], dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    node = data
+    for k in keys[:-1]:
+        node = node.setdefault(k, {})
+        if not isinstance(node, dict):
+            raise ValueError(f"override {dotted!r}: {k!r} is not a section")
+    node[keys[-1]] = value
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``["rl.algo=rloo", "sft.steps=10"]`` -> nested dict; values parsed as YAML scalars."""
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise ValueError(f"override {item!r} is not key=value")
+        key, raw = item.split("=", 1)
+        _set(out, key.strip(), yaml.safe_load(raw))
+    return out
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def load_config(preset: str | None = "tiny-cpu", path: str | Path | None = None,
+                overrides: list[str] | None = None) -> TrainConfig:
+    """Config from a preset name (``presets/<name>.yaml``) or a YAML file, then `overrides`."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    elif preset is not None:
+        file = PRESET_DIR / f"{preset}.yaml"
+        if not file.is_file():
+            raise ValueError(f"unknown preset {preset!r}; known: {', '.join(preset_names())}")
+        data = yaml.safe_load(file.read_text()) or {}
+    return TrainConfig.model_validate(_merge(data, parse_overrides(overrides or [])))

@@ -1,0 +1,186 @@
+"""The main job: tokenizer + tiny model -> SFT warm-up -> held-out eval -> RL against the real CPU gym
+-> held-out eval -> report. Checkpoints every `checkpoint_every` RL steps; `resume=True` continues
+from the newest checkpoint of the run directory exactly where it stopped."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from kernelrl.evaluate import EvalConfig, EvalPool
+from kernelrl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from kernelrl.train.config import TrainConfig
+from kernelrl.train.family import make_task, prompt_text, solution, split_chains, tokenizer_corpus
+from kernelrl.train.logs import MetricsLogger, Progress
+from kernelrl.train.model import build_model, encode_answer, encode_prompt
+from kernelrl.train.report import write_report
+from kernelrl.train.rollout import EvalCache
+from kernelrl.train.sft import sft_train
+from kernelrl.train.trainer import RLTrainer, generate_answers
+
+
+def save_weights(model: Any, path: Path) -> None:
+    """Model weights as safetensors, written to a temporary name then renamed."""
+    from safetensors.torch import save_file
+
+    tmp = path.with_name(path.name + ".tmp")
+    save_file({k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}, str(tmp))
+    tmp.replace(path)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def eval_config(cfg: TrainConfig) -> EvalConfig:
+    e = cfg.eval
+    return EvalConfig(correctness_trials=e.correctness_trials, warmup=e.warmup, timing_trials=e.timing_trials,
+                      timing_budget_s=e.timing_budget_s, num_threads=1)
+
+
+def sft_pairs(tok: Any, chains: list[tuple[str, ...]], seed: int, per_chain: int = 2) -> list[tuple[list[int], list[int]]]:
+    """SFT data: generated solutions of the train chains, C forms drawn at random (fast and slow ones)."""
+    rng = random.Random(seed)
+    return [(encode_prompt(tok, prompt_text(c)), encode_answer(tok, solution(c, rng)))
+            for c in chains for _ in range(per_chain)]
+
+
+def _score(results: list[Any]) -> dict[str, float]:
+    n = max(1, len(results))
+    ok = [r for r in results if r.correct]
+    sp = [r.speedup for r in ok if r.speedup]
+    return {"pass_rate": len(ok) / n, "fast_1": sum(1 for s in sp if s > 1.0) / n,
+            "mean_speedup": sum(sp) / len(sp) if sp else 0.0, "n": float(len(results))}
+
+
+def heldout_eval(trainer: RLTrainer, cache: EvalCache, chains: list[tuple[str, ...]], cfg: TrainConfig) -> dict[str, Any]:
+    """Pass rate, fast_1 (correct and faster than eager) and mean speedup of correct answers on the
+    held-out chains: greedy (one answer per chain) and, when `eval.heldout_samples` > 1, sampled at
+    temperature 1 (`sampled_*`, that many answers per chain)."""
+    out: dict[str, Any] = {}
+    for prefix, n in (("", 1), ("sampled_", cfg.eval.heldout_samples)):
+        if prefix and n == 1:
+            continue
+        answers = generate_answers(trainer.engine, trainer.tok, chains, samples=n,
+                                   max_new_tokens=cfg.rl.max_new_tokens, seed=cfg.seed + 17)
+        futs = [cache.submit(c, a) for c, per in zip(chains, answers, strict=True) for a in per]
+        out.update({prefix + k: v for k, v in _score([f.result() for f in futs]).items()})
+        if not prefix:
+            out["examples"] = [a[0] for a in answers[:4]]
+    return out
+
+
+def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | None = None,
+              stop_after: int | None = None, echo: bool = True, pool: EvalPool | None = None) -> dict[str, Any]:
+    """Run the whole job; returns a summary (also written to ``summary.json``).
+
+    `stop_after` ends the RL loop after that many total steps (to test resume); the final eval and
+    report are then skipped. `pool`: an existing evaluation pool to use (else one is started).
+    """
+    t_start = time.perf_counter()
+    torch.set_num_threads(cfg.threads)
+    seed_everything(cfg.seed)
+    run = Path(run_dir or cfg.out_dir)
+    run.mkdir(parents=True, exist_ok=True)
+    cfg.save(run)
+    if echo:
+        print(f"kernelrl train: run directory {run}\n{cfg.to_yaml()}", flush=True)
+    train_chains, heldout = split_chains(seed=cfg.seed, min_len=cfg.task.min_ops, max_len=cfg.task.max_ops,
+                                         n_train=cfg.task.n_train, n_heldout=cfg.task.n_heldout)
+    tasks = {c: make_task(c, cfg.task.rows, cfg.task.cols) for c in train_chains + heldout}
+    model, tok = build_model(cfg.model, tokenizer_corpus(), cfg.seed)
+    logger = MetricsLogger(run, cfg.tensorboard)
+    ckpt = latest_checkpoint(run) if resume else None
+    summary: dict[str, Any] = {"config": cfg.model_dump()}
+    times: dict[str, float] = {}
+    own_pool = pool is None
+    pool = pool or EvalPool(cfg.eval.workers, eval_config(cfg), sandbox=cfg.eval.sandbox)
+    try:
+        cache = EvalCache(pool, tasks)
+        if ckpt is None:
+            t0 = time.perf_counter()
+            pairs = sft_pairs(tok, train_chains, cfg.seed)
+            losses = sft_train(model, pairs, steps=cfg.sft.steps, batch_size=cfg.sft.batch_size, lr=cfg.sft.lr,
+                               seed=cfg.seed, pad_id=tok.pad_token_id)
+            for i, loss in enumerate(losses):
+                logger.log("sft", i, {"loss": loss})
+            times["sft_s"] = time.perf_counter() - t0
+            save_weights(model, run / "sft_policy.safetensors")  # the pre-RL reference (Direct-OPD's teacher_ref)
+        max_ctx = cfg.model.max_positions
+        trainer = RLTrainer(cfg.rl, model, tok, cache, train_chains, seed=cfg.seed, max_context=max_ctx)
+        models = {"policy": model, **({"ref": trainer.ref} if trainer.ref is not None else {}),
+                  **({"prm": trainer.prm} if trainer.prm is not None else {})}
+        if ckpt is not None:
+            state = load_checkpoint(ckpt, models=models, optimizers=trainer.optimizers)
+            trainer.step_count = state["step"]
+            trainer.rollout.stream.cursor = state["cursor"]
+            trainer.engine.update_weights()
+            summary["after_sft"] = state["after_sft"]
+            summary["resumed_from"] = str(ckpt)
+        else:
+            t0 = time.perf_counter()
+            summary["after_sft"] = heldout_eval(trainer, cache, heldout, cfg)
+            times["heldout_sft_s"] = time.perf_counter() - t0
+            logger.log("heldout", 0, {k: v for k, v in summary["after_sft"].items() if k != "examples"})
+            if cfg.sft.rft_rounds:
+                summary["rft"] = rejection_finetune(cfg, trainer, cache, train_chains, logger)
+        total = cfg.rl.steps if stop_after is None else min(cfg.rl.steps, stop_after)
+        bar = Progress(total - trainer.step_count, f"RL {cfg.rl.algo}/{cfg.rl.rollout}", cfg.progress)
+        t0 = time.perf_counter()
+        while trainer.step_count < total:
+            m = trainer.step()
+            logger.log("rl", trainer.step_count, m)
+            bar.advance(f"reward {m['reward/mean']:.2f} pass {m['rollout/pass_rate']:.2f}")
+            every = cfg.checkpoint_every
+            if (every and trainer.step_count % every == 0) or trainer.step_count == total:
+                save_checkpoint(run / "checkpoints" / f"step_{trainer.step_count}", models=models,
+                                optimizers=trainer.optimizers,
+                                state={"step": trainer.step_count, "cursor": trainer.rollout.cursor,
+                                       "after_sft": summary["after_sft"]})
+        bar.close()
+        times["rl_s"] = time.perf_counter() - t0
+        if stop_after is not None and trainer.step_count < cfg.rl.steps:
+            return summary
+        t0 = time.perf_counter()
+        summary["after_rl"] = heldout_eval(trainer, cache, heldout, cfg)
+        times["heldout_rl_s"] = time.perf_counter() - t0
+        logger.log("heldout", trainer.step_count, {k: v for k, v in summary["after_rl"].items() if k != "examples"})
+        save_weights(model, run / "policy.safetensors")
+        times["total_s"] = time.perf_counter() - t_start
+        summary["times"] = times
+        summary["eval_cache"] = {"submitted": cache.submitted, "hits": cache.hits}
+        (run / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+        write_report(run, summary)
+        return summary
+    finally:
+        logger.close()
+        if own_pool:
+            pool.close()
+
+
+def rejection_finetune(cfg: TrainConfig, trainer: RLTrainer, cache: EvalCache, chains: list[tuple[str, ...]],
+                       logger: MetricsLogger) -> dict[str, float]:
+    """RFT: sample the train chains, keep the answers the gym passed, fine-tune on them (per round)."""
+    kept_total = 0
+    rng = random.Random(cfg.seed + 99)
+    for rnd in range(cfg.sft.rft_rounds):
+        pick = rng.sample(chains, min(len(chains), cfg.rl.prompts_per_step * 2))
+        answers = generate_answers(trainer.engine, trainer.tok, pick, samples=cfg.rl.group_size,
+                                   max_new_tokens=cfg.rl.max_new_tokens, seed=cfg.seed + 1000 * rnd)
+        futs = [(c, a, cache.submit(c, a)) for c, per in zip(pick, answers, strict=True) for a in per]
+        passing = [(encode_prompt(trainer.tok, prompt_text(c)), encode_answer(trainer.tok, a))
+                   for c, a, f in futs if f.result().correct]
+        kept_total += len(passing)
+        losses = sft_train(trainer.model, passing, steps=cfg.sft.rft_steps, batch_size=cfg.sft.batch_size,
+                           lr=cfg.sft.lr, seed=cfg.seed + rnd, pad_id=trainer.tok.pad_token_id)
+        logger.log("rft", rnd, {"kept": len(passing), "sampled": len(futs), "loss": losses[-1] if losses else 0.0})
+        trainer.engine.update_weights()
+    return {"kept": float(kept_total)}

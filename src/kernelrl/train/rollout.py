@@ -1,0 +1,203 @@
+"""Rollouts: the generation engine samples while the gym's pool already judges finished samples.
+
+`EvalOnFinish` wraps an `Engine` as a `StepGenerator`: every sample that finishes inside a step is
+turned into a candidate and submitted to the `EvalPool` at once (a future), so compiling and
+checking overlaps the decoding of the samples still running. `Rollout` drives a `CoprisScheduler`
+(``early_termination=False`` = sync, ``True`` = CoPRIS partial rollouts) over a deterministic
+prompt stream with a cursor (saved in checkpoints), and runs extra turns for multi-turn episodes
+(the gym's verdict is appended as the next user turn).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import random
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernelrl.evaluate import Candidate, EvalPool, EvalResult
+from kernelrl.generation import (
+    CoprisScheduler,
+    Engine,
+    GenerationRequest,
+    GenerationResult,
+    PromptGroup,
+    SamplingParams,
+)
+from kernelrl.tasks.task import Task
+from kernelrl.train.family import candidate_source, prompt_text
+from kernelrl.train.model import encode_prompt
+
+
+@dataclass
+class Sample:
+    """One turn of one episode, with everything the update needs."""
+
+    group: int  # prompt group within the step
+    episode: int
+    turn: int
+    chain: tuple[str, ...]
+    prompt_ids: list[int]
+    response_ids: list[int]
+    rollout_logprobs: list[float]
+    versions: list[int]
+    text: str
+    finish_reason: str
+    result: EvalResult | None = None
+    reward: float = 0.0
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+class EvalCache:
+    """Pool futures keyed by (task id, candidate source): identical answers are judged once per run."""
+
+    def __init__(self, pool: EvalPool, tasks: dict[tuple[str, ...], Task]) -> None:
+        self.pool, self.tasks = pool, tasks
+        self._futures: dict[tuple[str, str], cf.Future[EvalResult]] = {}
+        self.submitted = self.hits = 0
+
+    def submit(self, chain: tuple[str, ...], answer: str) -> cf.Future[EvalResult]:
+        source = candidate_source(answer)
+        key = (self.tasks[chain].id, source)
+        fut = self._futures.get(key)
+        if fut is None:
+            fut = self.pool.submit(self.tasks[chain], Candidate(source, "cpu"))
+            self._futures[key] = fut
+            self.submitted += 1
+        else:
+            self.hits += 1
+        return fut
+
+
+class EvalOnFinish:
+    """`StepGenerator` over an `Engine` that submits each finished sample to the gym right away."""
+
+    def __init__(self, engine: Engine, on_finish: Callable[[GenerationResult], None]) -> None:
+        self.engine, self.on_finish = engine, on_finish
+
+    def step(self) -> list[GenerationResult]:
+        done = self.engine.step()
+        for res in done:
+            self.on_finish(res)
+        return done
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.engine, name)
+
+
+class PromptStream:
+    """Endless prompt groups over the train chains: a fresh seeded permutation per epoch; `cursor`
+    counts groups handed out, so a resumed run continues the same stream."""
+
+    def __init__(self, chains: list[tuple[str, ...]], tok: Any, params: SamplingParams, seed: int,
+                 cursor: int = 0) -> None:
+        self.chains, self.tok, self.params, self.seed, self.cursor = chains, tok, params, seed, cursor
+
+    def chain_at(self, k: int) -> tuple[str, ...]:
+        epoch, i = divmod(k, len(self.chains))
+        order = list(range(len(self.chains)))
+        random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
+        return self.chains[order[i]]
+
+    def __iter__(self) -> Iterator[PromptGroup]:
+        while True:
+            k = self.cursor
+            self.cursor += 1
+            chain = self.chain_at(k)
+            seed = zlib.crc32(f"{self.seed}:{k}".encode())
+            yield PromptGroup(f"{k}", tuple(encode_prompt(self.tok, prompt_text(chain))), self.params.replace(seed=seed))
+
+
+def feedback_suffix(result: EvalResult | None) -> str:
+    """The next user turn of a multi-turn episode: the gym's status, short enough for a tiny model."""
+    status = str(result.status) if result is not None else "no_answer"
+    return f"\nresult: {status}\nfix:"
+
+
+class Rollout:
+    """Produces one step's samples: prompt groups -> engine -> pool futures -> (more turns)."""
+
+    def __init__(self, engine: Engine, tok: Any, cache: EvalCache, chains: list[tuple[str, ...]], *,
+                 group_size: int, prompts_per_step: int, params: SamplingParams, mode: str, concurrency: int,
+                 turns: int, seed: int, cursor: int = 0) -> None:
+        self.tok, self.cache, self.turns, self.params = tok, cache, turns, params
+        self.stream = PromptStream(chains, tok, params, seed, cursor)
+        self._futures: dict[str, cf.Future[EvalResult]] = {}
+        self._chain_of: dict[str, tuple[str, ...]] = {}
+        self.wrapped = EvalOnFinish(engine, self._submit)
+        self.engine = engine
+        self.scheduler = CoprisScheduler(self.wrapped, self.stream, group_size=group_size,
+                                         groups_per_batch=prompts_per_step,
+                                         concurrency=concurrency if mode == "copris" else group_size * prompts_per_step,
+                                         early_termination=mode == "copris")
+        self.last_stats: dict[str, float] = {}
+
+    @property
+    def cursor(self) -> int:
+        """Groups handed out so far (for sync rollouts, exactly those trained on)."""
+        return self.stream.cursor
+
+    def _submit(self, res: GenerationResult) -> None:
+        chain = self._chain_of.get(res.request_id) or self.stream.chain_at(int((res.group_id or "0").split("#")[0]))
+        self._futures[res.request_id] = self.cache.submit(chain, self._text(res))
+
+    def _text(self, res: GenerationResult) -> str:
+        return self.tok.decode(res.token_ids, skip_special_tokens=True)
+
+    def collect(self) -> list[Sample]:
+        """Generate one batch, wait for its verdicts, then run the remaining turns for unsolved episodes."""
+        t0 = time.perf_counter()
+        batch = self.scheduler.next_batch()
+        t_gen = time.perf_counter() - t0
+        samples: list[Sample] = []
+        for g, group in enumerate(batch.groups):
+            for res in group:
+                chain = self.stream.chain_at(int(res.group_id or "0"))
+                samples.append(Sample(g, len(samples), 0, chain, list(res.prompt_token_ids), list(res.token_ids),
+                                      list(res.logprobs), list(res.policy_versions), self._text(res),
+                                      res.finish_reason))
+                samples[-1].extras["request_id"] = res.request_id
+        t1 = time.perf_counter()
+        for s in samples:
+            s.result = self._futures.pop(s.extras["request_id"]).result()
+        t_wait = time.perf_counter() - t1
+        current = samples
+        for turn in range(1, self.turns):
+            current = self._next_turn([s for s in current if not (s.result and s.result.correct)], turn)
+            samples += current
+            if not current:
+                break
+        self.last_stats = {"time/generate": t_gen + sum(s.extras.get("gen_s", 0.0) for s in samples),
+                           "time/evaluate_wait": t_wait, "rollout/stale_fraction": batch.stats.stale_fraction,
+                           "rollout/aborted": float(batch.stats.aborted), "rollout/resumed": float(batch.stats.resumed)}
+        return samples
+
+    def _next_turn(self, unsolved: list[Sample], turn: int) -> list[Sample]:
+        reqs = []
+        for s in unsolved:
+            ctx = s.prompt_ids + s.response_ids + self.tok.encode(feedback_suffix(s.result), add_special_tokens=False)
+            seed = zlib.crc32(f"{self.stream.seed}:{s.extras['request_id']}:{turn}".encode())
+            rid = f"{s.extras['request_id']}#t{turn}"
+            self._chain_of[rid] = s.chain
+            reqs.append(GenerationRequest(tuple(ctx), self.params.replace(seed=seed), rid, f"{rid}"))
+        t0 = time.perf_counter()
+        for r in reqs:
+            self.wrapped.add(r)
+        results: dict[str, GenerationResult] = {}
+        while self.engine.has_unfinished():
+            for res in self.wrapped.step():
+                results[res.request_id] = res
+        gen_s = time.perf_counter() - t0
+        out = []
+        for s, r in zip(unsolved, reqs, strict=True):
+            res = results[r.request_id]
+            nxt = Sample(s.group, s.episode, turn, s.chain, list(r.prompt_token_ids), list(res.token_ids),
+                         list(res.logprobs), list(res.policy_versions), self._text(res), res.finish_reason)
+            nxt.extras = {"request_id": r.request_id, "gen_s": gen_s / max(1, len(reqs))}
+            nxt.result = self._futures.pop(r.request_id).result()
+            self._chain_of.pop(r.request_id, None)
+            out.append(nxt)
+        return out

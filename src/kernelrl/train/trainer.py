@@ -1,0 +1,268 @@
+"""The RL trainer: rollout -> gym verdicts -> rewards -> [PRIME PRM update] -> advantages -> clipped
+policy loss (micro-batches, gradient accumulation, clipping, AdamW, LR schedule) -> logs -> checkpoint.
+
+All math (advantages, losses, KL, entropy, mismatch weights, filters, PRIME) comes from `kernelrl.rl`
+by name; rewards from `kernelrl.rewards`. This module only orchestrates.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from typing import Any
+
+import torch
+
+from kernelrl.generation import Engine, GenerationRequest, SamplingParams
+from kernelrl.rewards import get_reward, prs_keep_mask
+from kernelrl.rl import (
+    ADVANTAGE_ESTIMATORS,
+    MISMATCH_CORRECTIONS,
+    SAMPLE_FILTERS,
+    entropy_bonus,
+    implicit_process_rewards,
+    kl_loss,
+    kl_penalty,
+    normalize_process_rewards,
+    ppo_clip_loss,
+    prm_cross_entropy_loss,
+)
+from kernelrl.rl.masked import masked_mean
+from kernelrl.train.config import RLConfig
+from kernelrl.train.family import prompt_text
+from kernelrl.train.logprobs import pad_responses, response_logprobs
+from kernelrl.train.model import clone_model, encode_prompt
+from kernelrl.train.rollout import EvalCache, Rollout, Sample
+
+
+def lr_lambda(cfg: RLConfig) -> Any:
+    """Warm-up then constant / cosine / linear decay to 0 over `cfg.steps` updates."""
+
+    def f(step: int) -> float:
+        if cfg.warmup_steps and step < cfg.warmup_steps:
+            return (step + 1) / cfg.warmup_steps
+        frac = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+        if cfg.lr_schedule == "cosine":
+            return 0.5 * (1 + math.cos(math.pi * min(1.0, frac)))
+        if cfg.lr_schedule == "linear":
+            return max(0.0, 1 - frac)
+        return 1.0
+
+    return f
+
+
+def _stack(samples: list[Sample], key: str) -> torch.Tensor:
+    return torch.tensor([getattr(s, key) for s in samples])
+
+
+class RLTrainer:
+    """Owns the policy, its optimizer, the reference (and PRIME's PRM) and the rollout machinery."""
+
+    def __init__(self, cfg: RLConfig, model: Any, tok: Any, cache: EvalCache, chains: list[tuple[str, ...]], *,
+                 seed: int, max_context: int, cursor: int = 0) -> None:
+        self.cfg, self.model, self.tok, self.seed = cfg, model, tok, seed
+        self.pad = tok.pad_token_id or 0
+        self.reward_fn = get_reward(cfg.reward, **cfg.reward_options)
+        self.ref = clone_model(model) if (cfg.kl_coef > 0 or cfg.algo == "prime") else None
+        self.prm = clone_model(model) if cfg.algo == "prime" else None
+        params = [p for p in model.parameters() if p.requires_grad]
+        self.opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lr_lambda(cfg))
+        self.optimizers: dict[str, Any] = {"policy": self.opt, "sched": self.sched}
+        if self.prm is not None:
+            for p in self.prm.parameters():
+                p.requires_grad_(True)
+            self.prm.train()
+            self.prm_opt = torch.optim.AdamW(self.prm.parameters(), lr=cfg.prime_lr, weight_decay=0.0)
+            self.optimizers["prm"] = self.prm_opt
+        self.engine = Engine(model, tok, max_batch_size=max(cfg.concurrency, cfg.group_size * cfg.prompts_per_step),
+                             max_context=max_context, seed=seed)
+        sp = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens)
+        self.rollout = Rollout(self.engine, tok, cache, chains, group_size=cfg.group_size,
+                               prompts_per_step=cfg.prompts_per_step, params=sp, mode=cfg.rollout,
+                               concurrency=cfg.concurrency, turns=cfg.turns, seed=seed, cursor=cursor)
+        self.step_count = 0
+
+    # ----------------------------------------------------------------- one update
+
+    def _logprobs(self, model: Any, samples: list[Sample], grad: bool, entropy: bool = False) -> tuple[Any, Any, Any]:
+        with torch.set_grad_enabled(grad):
+            return response_logprobs(model, [s.prompt_ids for s in samples], [s.response_ids for s in samples],
+                                     pad_id=self.pad, with_entropy=entropy)
+
+    def _chunks(self, n: int) -> list[list[int]]:
+        m = self.cfg.micro_batch_size
+        return [list(range(i, min(n, i + m))) for i in range(0, n, m)]
+
+    def _batched_logprobs(self, model: Any, samples: list[Sample], width: int) -> torch.Tensor:
+        out = torch.zeros(len(samples), width)
+        for idx in self._chunks(len(samples)):
+            lp, _, _ = self._logprobs(model, [samples[i] for i in idx], grad=False)
+            out[idx, : lp.shape[1]] = lp.detach().cpu()
+        return out
+
+    def step(self) -> dict[str, float]:
+        """One RL step; returns its metrics."""
+        t0 = time.perf_counter()
+        samples = self.rollout.collect()
+        metrics: dict[str, float] = dict(self.rollout.last_stats)
+        t_roll = time.perf_counter() - t0
+        for s in samples:
+            s.reward = float(self.reward_fn(s.result)) if s.result is not None else 0.0
+        first = [s for s in samples if s.turn == 0]
+        metrics.update(self._outcome_metrics(first, prefix="rollout/"))
+        metrics["reward/mean"] = sum(s.reward for s in samples) / max(1, len(samples))
+        metrics["response_length"] = sum(len(s.response_ids) for s in samples) / max(1, len(samples))
+        metrics["eval/cache_hits"] = float(self.rollout.cache.hits)
+        t1 = time.perf_counter()
+        metrics.update(self._update(samples))
+        self.step_count += 1
+        metrics["lr"] = float(self.sched.get_last_lr()[0])
+        metrics["time/train"] = time.perf_counter() - t1
+        metrics["time/rollout_total"] = t_roll
+        metrics["time/step"] = time.perf_counter() - t0
+        return metrics
+
+    def _outcome_metrics(self, samples: list[Sample], prefix: str) -> dict[str, float]:
+        n = max(1, len(samples))
+        ok = [s for s in samples if s.result is not None and s.result.correct]
+        speedups = [s.result.speedup for s in ok if s.result is not None and s.result.speedup]
+        return {f"{prefix}pass_rate": len(ok) / n, f"{prefix}fast_1": sum(1 for x in speedups if x > 1.0) / n,
+                f"{prefix}mean_speedup": sum(speedups) / len(speedups) if speedups else 0.0}
+
+    def _keep(self, samples: list[Sample]) -> list[Sample]:
+        cfg = self.cfg
+        if cfg.prs != "off":
+            episodes: dict[tuple[int, int], list[Sample]] = {}
+            for s in samples:  # later turns keep their episode's (group, episode) key
+                episodes.setdefault((s.group, s.episode), []).append(s)
+            trajs = [tr for tr in episodes.values() if all(t.result is not None for t in tr)]
+            masks = prs_keep_mask([[t.result for t in tr] for tr in trajs],  # type: ignore[misc]
+                                  mode=cfg.prs, rng=random.Random(self.seed + self.step_count))
+            samples = [s for tr, m in zip(trajs, masks, strict=True) for s, k in zip(tr, m, strict=True) if k]
+        if cfg.dynamic_sampling and samples:
+            keep = SAMPLE_FILTERS.get("zero_variance")(_stack(samples, "reward").float(), self._group_ids(samples))
+            samples = [s for s, k in zip(samples, keep.tolist(), strict=True) if k]
+        return samples
+
+    @staticmethod
+    def _group_ids(samples: list[Sample]) -> torch.Tensor:
+        return torch.tensor([s.group * 1000 + s.turn for s in samples])
+
+    def update(self, samples: list[Sample]) -> dict[str, float]:
+        """The policy update on scored samples (filters, advantages, clipped loss, optimizer step)."""
+        return self._update(samples)
+
+    def _update(self, samples: list[Sample]) -> dict[str, float]:
+        cfg = self.cfg
+        kept = self._keep(samples)
+        metrics: dict[str, float] = {"kept_fraction": len(kept) / max(1, len(samples))}
+        if not kept:
+            self.sched.step()
+            return metrics
+        _, mask = pad_responses([s.response_ids for s in kept], self.pad)
+        width = mask.shape[1]
+        rollout_lp = torch.zeros(len(kept), width)
+        for i, s in enumerate(kept):
+            rollout_lp[i, : len(s.rollout_logprobs)] = torch.tensor(s.rollout_logprobs)
+        # CoPRIS: tokens keep the log-prob of the policy version that sampled them (the behaviour policy).
+        # One on-policy epoch: pi_old is the current policy, so its log-probs are the detached forward of
+        # the update itself (ratio 1; no extra forward pass). Several epochs need them frozen up front.
+        on_policy = cfg.rollout == "sync" and cfg.ppo_epochs == 1
+        old_lp = rollout_lp if cfg.rollout == "copris" else (
+            None if on_policy else self._batched_logprobs(self.model, kept, width))
+        rewards = _stack(kept, "reward").float()
+        # TRLOO keys its groups by (prompt, turn) itself; the others get (prompt, turn) groups here
+        group_ids = torch.tensor([s.group for s in kept]) if cfg.algo == "trloo" else self._group_ids(kept)
+        extras: dict[str, Any] = {}
+        if cfg.algo == "trloo":
+            extras = {"turn_index": _stack(kept, "turn"), "episode_ids": self._episode_ids(kept), "gamma": cfg.gamma}
+        if cfg.algo == "prime":
+            extras["process_rewards"], prm_metrics = self._prime_update(kept, rewards, width)
+            metrics.update(prm_metrics)
+        adv = ADVANTAGE_ESTIMATORS.get(cfg.algo)(rewards, group_ids, mask, **extras)
+        ref_lp = self._batched_logprobs(self.ref, kept, width) if self.ref is not None and cfg.kl_coef > 0 else None
+        total_tokens = float(mask.sum())
+        sums: dict[str, float] = {}
+        for _ in range(cfg.ppo_epochs):
+            self.opt.zero_grad(set_to_none=True)
+            for idx in self._chunks(len(kept)):
+                mb = [kept[i] for i in idx]
+                lp, ent, m = self._logprobs(self.model, mb, grad=True, entropy=True)
+                w = lp.shape[1]
+                m_old = lp.detach() if old_lp is None else old_lp[idx, :w]
+                m_adv, m_roll = adv[idx, :w], rollout_lp[idx, :w]
+                weights = None
+                if cfg.mismatch:
+                    corr = MISMATCH_CORRECTIONS.get(cfg.mismatch)(lp.detach(), m_roll, m, **cfg.mismatch_options)
+                    weights, m = corr.weights, corr.mask & m
+                    for k, v in corr.metrics.items():
+                        sums[f"is/{k}"] = sums.get(f"is/{k}", 0.0) + float(v) * len(idx)
+                out = ppo_clip_loss(lp, m_old, m_adv, m, clip_low=cfg.clip_low, clip_high=cfg.clip_high,
+                                    agg=cfg.loss_agg, weights=weights)
+                loss = out.loss
+                if ent is not None and cfg.entropy_coef > 0:
+                    loss = loss + entropy_bonus(ent, m, coef=cfg.entropy_coef, agg=cfg.loss_agg)
+                if ref_lp is not None:
+                    loss = loss + cfg.kl_coef * kl_loss(lp, ref_lp[idx, :w], m, kind=cfg.kl_kind, agg=cfg.loss_agg)
+                    sums["kl_ref"] = sums.get("kl_ref", 0.0) + float(
+                        masked_mean(kl_penalty(lp.detach(), ref_lp[idx, :w], m, cfg.kl_kind), m)) * len(idx)
+                # gradient accumulation: each micro-batch weighted by its share of the batch's tokens
+                (loss * (float(m.sum()) / max(1.0, total_tokens))).backward()
+                for k, v in out.metrics.items():
+                    sums[k] = sums.get(k, 0.0) + float(v) * len(idx)
+                sums["entropy"] = sums.get("entropy", 0.0) + float(masked_mean(ent.detach(), m)) * len(idx)
+                sums["loss"] = sums.get("loss", 0.0) + float(loss.detach()) * len(idx)
+            gn = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+            self.opt.step()
+            sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(gn) * len(kept)
+        self.sched.step()
+        denom = len(kept) * cfg.ppo_epochs
+        metrics.update({k: v / denom for k, v in sums.items()})
+        metrics["adv_abs_mean"] = float(adv.abs().sum() / mask.sum().clamp_min(1))
+        self.engine.update_weights()  # the engine shares the module: bump the version, drop stale KV
+        return metrics
+
+    @staticmethod
+    def _episode_ids(samples: list[Sample]) -> torch.Tensor:
+        ids: dict[str, int] = {}
+        out = []
+        for s in samples:
+            root = str(s.extras.get("request_id", s.episode)).split("#")[0]
+            out.append(ids.setdefault(root, len(ids)))
+        return torch.tensor(out)
+
+    def _prime_update(self, kept: list[Sample], rewards: torch.Tensor, width: int) -> tuple[torch.Tensor, dict[str, float]]:
+        """PRIME: process rewards from the implicit PRM (before its update), then one PRM step on outcome labels."""
+        assert self.prm is not None and self.ref is not None
+        ref_lp = self._batched_logprobs(self.ref, kept, width)
+        labels = torch.tensor([1.0 if s.result is not None and s.result.correct else 0.0 for s in kept])
+        _, mask = pad_responses([s.response_ids for s in kept], self.pad)
+        with torch.no_grad():
+            prm_lp = self._batched_logprobs(self.prm, kept, width)
+        proc = normalize_process_rewards(implicit_process_rewards(prm_lp, ref_lp, mask, beta=self.cfg.prime_beta), mask)
+        self.prm_opt.zero_grad(set_to_none=True)
+        loss_sum = 0.0
+        for idx in self._chunks(len(kept)):
+            lp, _, m = self._logprobs(self.prm, [kept[i] for i in idx], grad=True)
+            r = implicit_process_rewards(lp, ref_lp[idx, : lp.shape[1]], m, beta=self.cfg.prime_beta)
+            loss = prm_cross_entropy_loss(r, m, labels[idx]) * (len(idx) / len(kept))
+            loss.backward()
+            loss_sum += float(loss.detach())
+        torch.nn.utils.clip_grad_norm_(self.prm.parameters(), self.cfg.max_grad_norm)
+        self.prm_opt.step()
+        return proc, {"prime/prm_loss": loss_sum, "prime/process_reward_mean": float(masked_mean(proc, mask))}
+
+
+def generate_answers(engine: Engine, tok: Any, chains: list[tuple[str, ...]], *, samples: int, max_new_tokens: int,
+                     seed: int) -> list[list[str]]:
+    """Answers per chain: greedy when `samples` is 1, else `samples` draws at temperature 1."""
+    params = SamplingParams(temperature=0.0 if samples == 1 else 1.0, max_new_tokens=max_new_tokens, seed=seed)
+    reqs = [GenerationRequest(tuple(encode_prompt(tok, prompt_text(c))), params.replace(seed=seed + 7919 * i + j),
+                              f"h{i}/{j}") for i, c in enumerate(chains) for j in range(samples)]
+    res = engine.generate(reqs)
+    out: list[list[str]] = [[] for _ in chains]
+    for r in res:
+        out[int(r.request_id[1:].split("/")[0])].append(tok.decode(r.token_ids, skip_special_tokens=True))
+    return out

@@ -1,0 +1,113 @@
+"""Hand-computed cases for the kernel rewards and profiling-based rejection sampling."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from kernelrl.evaluate.result import EvalResult, Status, Timing
+from kernelrl.rewards import (
+    REWARDS,
+    autotriton_reward,
+    coverage,
+    coverage_reward,
+    get_reward,
+    milestone_reward,
+    prs_keep_mask,
+    prs_keep_probability,
+    speedup_reward,
+    weighted_reward,
+)
+
+
+def res(status: Status = Status.OK, speedup: float | None = 2.0, calls: int = 5, notes: list[str] | None = None,
+        **kw: object) -> EvalResult:
+    timing = Timing(speedup=speedup) if speedup is not None else None
+    return EvalResult(status=status, task_id="t", backend="cpu", timing=timing,
+                      kernel_calls={"k": calls} if calls else {}, notes=notes or [], **kw)  # type: ignore[arg-type]
+
+
+def test_registry_names() -> None:
+    assert {"weighted", "speedup", "coverage", "milestone", "autotriton", "binary"} <= set(REWARDS.names())
+    assert get_reward("weighted", correct_weight=0.5)(res(speedup=0.5)) == 0.5
+
+
+def test_weighted() -> None:
+    assert weighted_reward(res(speedup=2.0)) == pytest.approx(1.0)
+    assert weighted_reward(res(speedup=0.9)) == pytest.approx(0.3)
+    assert weighted_reward(res(speedup=1.0)) == pytest.approx(0.3)  # strictly faster
+    assert weighted_reward(res(Status.INCORRECT)) == 0.0
+    assert weighted_reward(res(speedup=2.0).to_dict()) == pytest.approx(1.0)  # dicts work too
+
+
+def test_speedup_capped_log() -> None:
+    assert speedup_reward(res(speedup=4.0)) == pytest.approx(3.0)  # 1 + log2 4
+    assert speedup_reward(res(speedup=64.0)) == pytest.approx(4.0)  # 1 + cap 3
+    assert speedup_reward(res(speedup=0.5)) == pytest.approx(0.0)  # 1 + (-1)
+    assert speedup_reward(res(speedup=0.25)) == 0.0  # floored
+    assert speedup_reward(res(speedup=None)) == 1.0
+    assert speedup_reward(res(Status.COMPILE_ERROR)) == 0.0
+
+
+def test_coverage_from_eval_result() -> None:
+    assert coverage(res(calls=6)) == 1.0
+    assert coverage(res(calls=0)) == 0.0
+    note = "torch compute ops in forward: aten.add.Tensorx2, aten.mul.Tensorx4"
+    assert coverage(res(calls=2, notes=[note])) == pytest.approx(2 / 8)
+    assert coverage(res(calls=2, environment={"coverage": 0.7})) == 0.7
+
+
+def test_coverage_reward() -> None:
+    # 1 + min(2, 3) + 1.0 * coverage 1.0
+    assert coverage_reward(res(speedup=2.0)) == pytest.approx(4.0)
+    assert coverage_reward(res(speedup=10.0)) == pytest.approx(5.0)
+    note = "torch compute ops in forward: aten.mulx3"
+    assert coverage_reward(res(speedup=1.0, calls=1, notes=[note])) == pytest.approx(2.25)
+    assert coverage_reward(res(Status.INCORRECT)) == 0.0
+
+
+def test_milestones() -> None:
+    assert milestone_reward(res(Status.COMPILE_ERROR)) == 0.0
+    assert milestone_reward(res(Status.INCORRECT)) == pytest.approx(0.1)
+    assert milestone_reward(res(speedup=0.8)) == pytest.approx(0.6)
+    assert milestone_reward(res(speedup=1.6)) == pytest.approx(0.6 + 2 * 0.5)
+    assert milestone_reward(res(speedup=5.0)) == pytest.approx(0.6 + 4 * 0.5)
+
+
+def test_autotriton_rules_veto_execution_reward() -> None:
+    assert autotriton_reward(res()) == 1.0
+    assert autotriton_reward(res(calls=0)) == 0.0  # never called its own kernel
+    assert autotriton_reward(res(notes=["torch compute ops in forward: aten.relux1"])) == 0.0
+    assert autotriton_reward(res(static_findings=[{"id": "x"}]), rule_weight=0.5) == 0.5
+    assert autotriton_reward(res(speedup=4.0), execution="speedup") == pytest.approx(3.0)
+    assert autotriton_reward(res(Status.REJECTED)) == 0.0
+
+
+def test_prs_probability() -> None:
+    def cov(c: float) -> EvalResult:
+        return res(environment={"coverage": c})
+
+    assert prs_keep_probability(cov(0.3)) == 0.0
+    assert prs_keep_probability(cov(0.35)) == pytest.approx(0.5)
+    assert prs_keep_probability(cov(0.9)) == 1.0
+    assert prs_keep_probability(res(Status.INCORRECT, calls=0)) == 1.0  # incorrect turns are kept
+
+
+def test_prs_modes() -> None:
+    lo, mid, hi = (res(environment={"coverage": c}) for c in (0.2, 0.35, 1.0))
+    bad = res(Status.INCORRECT)
+    per_turn = prs_keep_mask([[hi, bad, lo]], mode="per_turn")
+    assert per_turn == [[True, True, False]]
+    # geometric: p = sqrt(0.5 * 1.0) ~ 0.707 for the whole trajectory
+    rng_draws = [random.Random(7).random() for _ in range(1)]
+    got = prs_keep_mask([[mid, hi, bad]], mode="geometric", rng=random.Random(7))
+    assert got == [[rng_draws[0] < math.sqrt(0.5)] * 3]
+    assert prs_keep_mask([[lo, hi]], mode="geometric") == [[False, False]]
+    assert prs_keep_mask([[bad]], mode="geometric") == [[True]]
+    # frequencies follow p for the per-turn mode
+    kept = sum(row[0] for row in prs_keep_mask([[mid]] * 4000, rng=random.Random(1)))
+    assert 1800 < kept < 2200
+    with pytest.raises(ValueError):
+        prs_keep_mask([[hi]], mode="nope")

@@ -1,0 +1,64 @@
+"""End to end on the smoke preset with the real gym: artifacts, metrics, and exact resume."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from kernelrl.evaluate import EvalPool
+from kernelrl.train.config import TrainConfig
+from kernelrl.train.job import run_train
+from kernelrl.train.logs import read_metrics
+
+COMPARED = ("reward/mean", "rollout/pass_rate", "response_length", "loss", "entropy", "grad_norm", "kept_fraction",
+            "approx_kl", "clip_frac", "adv_abs_mean", "lr")
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory: pytest.TempPathFactory, smoke_cfg: TrainConfig, pool: EvalPool) -> Path:
+    cfg = smoke_cfg.model_copy(deep=True)
+    cfg.rl.steps = 4
+    cfg.sft.rft_rounds, cfg.sft.rft_steps = 1, 2  # rejection fine-tuning warm-up runs too
+    run = tmp_path_factory.mktemp("full")
+    run_train(cfg, run_dir=run, echo=False, pool=pool)
+    return run
+
+
+def test_artifacts_and_metrics(full_run: Path) -> None:
+    for name in ("config.yaml", "metrics.jsonl", "summary.json", "report.md", "curves.png", "sft_loss.png",
+                 "sft_policy.safetensors", "policy.safetensors"):
+        assert (full_run / name).is_file(), name
+    assert any((full_run / "tb").iterdir())
+    ckpt = full_run / "checkpoints" / "step_4"
+    assert {p.name for p in ckpt.iterdir()} >= {"policy.safetensors", "optim.pt", "state.json"}
+    assert json.loads((ckpt / "state.json").read_text())["cursor"] == 4 * 2  # 4 steps x 2 prompt groups
+    rft = read_metrics(full_run, "rft")
+    assert len(rft) == 1 and rft[0]["sampled"] > 0 and 0 <= rft[0]["kept"] <= rft[0]["sampled"]
+    rows = read_metrics(full_run, "rl")
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]
+    for key in ("reward/mean", "rollout/pass_rate", "rollout/fast_1", "rollout/mean_speedup", "entropy",
+                "response_length", "clip_frac", "time/generate", "time/evaluate_wait", "time/train", "lr"):
+        assert all(key in r and math.isfinite(r[key]) for r in rows), key
+    summary = json.loads((full_run / "summary.json").read_text())
+    for phase in ("after_sft", "after_rl"):
+        assert 0.0 <= summary[phase]["pass_rate"] <= 1.0 and summary[phase]["n"] == 4
+    report = (full_run / "report.md").read_text()
+    assert "after SFT" in report and "after RL" in report and "fast_1" in report
+
+
+def test_resume_matches_uninterrupted(tmp_path: Path, smoke_cfg: TrainConfig, pool: EvalPool, full_run: Path) -> None:
+    cfg = smoke_cfg.model_copy(deep=True)
+    cfg.rl.steps = 4
+    cfg.sft.rft_rounds, cfg.sft.rft_steps = 1, 2
+    run_train(cfg, run_dir=tmp_path, echo=False, pool=pool, stop_after=2)
+    assert not (tmp_path / "summary.json").exists()
+    summary = run_train(cfg, run_dir=tmp_path, echo=False, pool=pool, resume=True)
+    assert summary["resumed_from"].endswith("step_2")
+    a, b = read_metrics(full_run, "rl"), read_metrics(tmp_path, "rl")
+    assert [r["step"] for r in b] == [1, 2, 3, 4]
+    for ra, rb in zip(a, b, strict=True):
+        for key in COMPARED:
+            assert rb[key] == pytest.approx(ra[key], rel=1e-5, abs=1e-7), (ra["step"], key)
