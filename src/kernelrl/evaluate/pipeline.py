@@ -183,7 +183,7 @@ class Pipeline:
             except Exception as exc:
                 detail.failing_trial = trial
                 message = describe_exception(exc)
-                hints = getattr(self.backend, "interpreter_hints", lambda s: [])(self.candidate.source)
+                hints = self.backend.interpreter_hints(self.candidate.source)
                 raise StageFailed(Status.RUNTIME_ERROR, "\n".join([message, *hints])) from None
             if candidate_first:
                 expected = ref_model(*_clone(inputs))

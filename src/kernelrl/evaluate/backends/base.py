@@ -44,6 +44,11 @@ class Backend:
         """Caveats to record in every result (e.g. 'interpreted: timing is not meaningful')."""
         return []
 
+    def interpreter_hints(self, source: str) -> list[str]:
+        """Known limits of this machine's way of running the backend that `source` touches (used to
+        explain a runtime error that may not be the candidate's fault)."""
+        return []
+
 
 BACKENDS: Registry[type[Backend]] = Registry("backend")
 
