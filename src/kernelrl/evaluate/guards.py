@@ -115,11 +115,23 @@ def aliased(outputs: Any, others: list[torch.Tensor]) -> bool:
 
 
 def mutated(before: list[Any], after: list[Any]) -> bool:
-    """Whether any input tensor changed value (NaN-aware) during the candidate's forward."""
+    """Whether any input tensor changed during the candidate's forward: a bitwise comparison (NaN payloads
+    and signed zeros included, as a write would change them), read as 64-bit words where the layout allows."""
     for b, a in zip(before, after, strict=True):
-        if isinstance(b, torch.Tensor) and not torch.equal(b, a) and not torch.equal(b.nan_to_num(), a.nan_to_num()):
+        if isinstance(b, torch.Tensor) and not _same_bits(b, a):
             return True
     return False
+
+
+def _same_bits(b: torch.Tensor, a: torch.Tensor) -> bool:
+    if b.shape != a.shape or b.dtype != a.dtype:
+        return False
+    if not (b.is_contiguous() and a.is_contiguous()) or b.dtype.is_complex or b.numel() == 0:
+        return torch.equal(b, a) or torch.equal(b.nan_to_num(), a.nan_to_num())
+    b_bytes, a_bytes = b.reshape(-1).view(torch.uint8), a.reshape(-1).view(torch.uint8)
+    if b_bytes.numel() % 8 == 0:
+        return torch.equal(b_bytes.view(torch.int64), a_bytes.view(torch.int64))
+    return torch.equal(b_bytes, a_bytes)
 
 
 def spawned_processes() -> int:

@@ -27,6 +27,7 @@ class StageReport:
     status: str  # ok, failed, skipped, timeout, crashed
     duration_s: float
     message: str = ""
+    cpu_s: float = 0.0  # CPU time of the evaluated process (all its threads) during the stage
 
 
 @dataclass
