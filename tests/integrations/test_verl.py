@@ -170,22 +170,8 @@ def test_trloo_with_verls_kwargs(core_algos) -> None:
 
 
 def import_ray_trainer():
-    """verl's `ray_trainer` module. It imports `cachetools` (verl's `verl-core` extra, in our dev extras) for
-    its rollout router only; where that package is absent a minimal stand-in is used for the import."""
-    import sys
-    import types
-
-    try:
-        import cachetools  # noqa: F401
-    except ImportError:
-        stand_in = types.ModuleType("cachetools")
-        stand_in.LRUCache = type("LRUCache", (dict,), {"__init__": lambda self, maxsize=0, **kw: dict.__init__(self)})
-        sys.modules["cachetools"] = stand_in
-        try:
-            from verl.trainer.ppo import ray_trainer
-        finally:
-            sys.modules.pop("cachetools", None)
-        return ray_trainer
+    """verl's `ray_trainer` module; it imports `cachetools` (verl's `verl-core` extra, in our dev extras)."""
+    pytest.importorskip("cachetools", reason="verl's ray_trainer needs cachetools (in kernelrl's dev extras)")
     from verl.trainer.ppo import ray_trainer
 
     return ray_trainer
