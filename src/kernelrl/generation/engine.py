@@ -24,6 +24,7 @@ import torch
 from transformers import DynamicCache
 
 from kernelrl.generation.kv_cache import BatchKVCache, new_cache
+from kernelrl.generation.lean_decode import LeanDecoder
 from kernelrl.generation.prefix_cache import PrefixCache, PrefixEntry, batch_from_entries, entry_from_row
 from kernelrl.generation.records import GenerationRequest, GenerationResult
 from kernelrl.generation.sampling import (
@@ -85,6 +86,8 @@ class Engine:
     max_batch_size: sequences decoded together. max_prefill_tokens: padded tokens per prefill
     forward. max_context: total prompt + generated tokens (defaults to the model's positions).
     prefix_cache_tokens: how many prompt tokens of prefilled KV to keep for reuse (0 = off).
+    lean_decode: decode steps of Llama-family models skip `transformers`' per-call machinery
+    (`LeanDecoder`, same weights and cache); other models always use the model's forward.
     policy_version: stamped on every generated token. Change weights only through
     `update_weights`: it bumps the version and drops KV computed by the old weights.
     """
@@ -100,6 +103,7 @@ class Engine:
         seed: int = 0,
         policy_version: int = 0,
         prefix_cache_tokens: int = 16384,
+        lean_decode: bool = True,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
@@ -116,6 +120,7 @@ class Engine:
         params = inspect.signature(model.forward).parameters
         self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
         self._logits_to_keep = "logits_to_keep" in params
+        self._lean = LeanDecoder.for_model(model) if lean_decode else None
         self._seeds = random.Random(seed)
         self._waiting: deque[_Seq] = deque()
         self._slots: list[_Seq | None] = []  # cache row -> sequence; None = finished, row reusable
@@ -277,7 +282,11 @@ class Engine:
         mask = self._kv.append_step()
         self.stats.decode_kv_columns += mask.numel()
         self.stats.decode_kv_padding_columns += int(mask.numel() - mask.sum())
-        logits = self._forward(ids, mask, pos, self._kv.cache)
+        if self._lean is not None:
+            logits = self._lean(ids, mask, pos, self._kv.cache)
+            self.stats.forward_calls += 1
+        else:
+            logits = self._forward(ids, mask, pos, self._kv.cache)
         for s in seqs:
             s.pos += 1
         self._sample(seqs, logits)
