@@ -167,3 +167,30 @@ def test_gpu_check_script_runs_every_backend() -> None:
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "cpu     ok" in proc.stdout and "triton  ok" in proc.stdout
+
+
+def test_cuda_kernel_name_proof_matches_whole_identifiers() -> None:
+    from kernelrl.evaluate.guards import declared_cuda_kernels, launched_own_kernel
+
+    source = """
+    __global__ void scale_kernel(float* x, int n) {}
+    template <typename T> __global__ __launch_bounds__(256) void add_bias(T* y) {}
+    """
+    declared = declared_cuda_kernels(source)
+    assert declared == {"scale_kernel", "add_bias"}
+    assert launched_own_kernel(declared, ["void scale_kernel(float*, int)"])
+    assert launched_own_kernel(declared, ["void add_bias<float>(float*)"])
+    # torch's own kernels, even with a similar name, and library GEMMs prove nothing
+    assert not launched_own_kernel(declared, ["void at::native::vectorized_elementwise_kernel<4, at::native::scale_kernel_functor>"])
+    assert not launched_own_kernel(declared, ["ampere_sgemm_128x64_nn", "void my_scale_kernel(float*)"])
+    assert not launched_own_kernel(set(), ["void scale_kernel(float*, int)"])
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a GPU and CUPTI")
+def test_profiler_sees_a_launched_kernel() -> None:
+    import torch
+
+    from kernelrl.evaluate.guards import profiled_cuda_kernels
+
+    x = torch.ones(1024, device="cuda")
+    assert profiled_cuda_kernels(lambda: x * 2)

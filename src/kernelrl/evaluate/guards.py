@@ -4,6 +4,8 @@
   are free; everything else counts), through a dispatch mode the candidate cannot see or disable
   (the static checks forbid dispatch modes, frames and monkeypatching).
 - `LaunchCounter`: Triton kernel launches, by wrapping the launcher of jitted/interpreted kernels.
+- `declared_cuda_kernels` / `profiled_cuda_kernels` / `launched_own_kernel`: on a GPU, the names of
+  the `__global__` functions the candidate defines must show up among the kernels the profiler saw.
 - aliasing, input-mutation and allocator-poisoning helpers.
 - `device_ceilings` / `roofline_ms`: the fastest a forward could possibly be on this machine.
 """
@@ -11,6 +13,7 @@
 from __future__ import annotations
 
 import functools
+import re
 import time
 from collections import Counter
 from typing import Any, ClassVar
@@ -84,6 +87,31 @@ class LaunchCounter:
 
             klass.run = run
         cls._installed = True
+
+
+_GLOBAL_KERNEL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:static\s+|inline\s+)*void\s+(\w+)")
+
+
+def declared_cuda_kernels(source: str) -> set[str]:
+    """Names of the `__global__` functions defined anywhere in a candidate's source text."""
+    return set(_GLOBAL_KERNEL.findall(source))
+
+
+def profiled_cuda_kernels(fn: Any) -> list[str]:
+    """Names of the GPU kernels that ran during `fn()`, from torch's profiler (CUPTI)."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return [event.name for event in prof.events() if event.device_type == DeviceType.CUDA]
+
+
+def launched_own_kernel(declared: set[str], launched: list[str]) -> bool:
+    """Whether any launched kernel is one of `declared` (profiler names are demangled signatures such
+    as `void scale_kernel<float>(float*, int)`, so a name matches as a whole identifier)."""
+    return any(re.search(rf"(?<![\w:]){re.escape(name)}\b", kernel) for name in declared for kernel in launched)
 
 
 def tensors(obj: Any) -> list[torch.Tensor]:

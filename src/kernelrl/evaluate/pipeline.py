@@ -29,10 +29,13 @@ from kernelrl.evaluate.guards import (
     OpCounter,
     aliased,
     count_flops,
+    declared_cuda_kernels,
     device_ceilings,
     io_bytes,
+    launched_own_kernel,
     mutated,
     poison_allocator,
+    profiled_cuda_kernels,
     roofline_ms,
     spawned_processes,
     tensors,
@@ -206,8 +209,25 @@ class Pipeline:
                 self.verified_sample = (inputs, _sample_rows(expected))  # reused by the fresh-input check
             detail.passed += 1
         self.result.kernel_calls = {**call_counts(), **LaunchCounter.launches}
+        if guards and self.candidate.backend == "cuda" and self.device.type == "cuda":
+            self._check_cuda_kernels_ran(new_model)
         if torch_ops:
             self.result.notes.append("torch compute ops in forward: " + ", ".join(f"{k}x{v}" for k, v in torch_ops.items()))
+
+    def _check_cuda_kernels_ran(self, new_model: torch.nn.Module) -> None:
+        """One more forward under the profiler: a kernel the candidate defines must be among those launched."""
+        declared = declared_cuda_kernels(self.candidate.source)
+        if not declared:
+            self.result.notes.append("no __global__ function found in the source: kernel names not checked")
+            return
+        launched = profiled_cuda_kernels(lambda: new_model(*_clone(self.inputs(0))))
+        if not launched_own_kernel(declared, launched):
+            seen = ", ".join(sorted(set(launched))[:5]) or "no kernels"
+            raise StageFailed(
+                Status.REJECTED,
+                f"[kernel-not-launched] none of your kernels ({', '.join(sorted(declared))}) ran on the GPU during "
+                f"forward; the profiler saw {seen}. Launch your own kernel to compute the output",
+            )
 
     def _check_trial(
         self, inputs: list[Any], used: list[Any], actual: Any, weights: list[torch.Tensor], calls_before: int,
