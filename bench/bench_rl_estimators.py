@@ -43,7 +43,7 @@ def _rows(group_ids: Tensor) -> list[Tensor]:
 
 
 def ref_grpo(rewards: Tensor, group_ids: Tensor, mask: Tensor, *, eps: float = 1e-6, std: bool = True) -> Tensor:
-    out = torch.zeros(mask.shape, dtype=rewards.dtype)
+    out = rewards.new_zeros(mask.shape)
     m = mask.to(rewards.dtype)
     for rows in _rows(group_ids):
         r = rewards[rows]
@@ -58,7 +58,7 @@ def ref_grpo(rewards: Tensor, group_ids: Tensor, mask: Tensor, *, eps: float = 1
 
 
 def ref_rloo(rewards: Tensor, group_ids: Tensor, mask: Tensor) -> Tensor:
-    out = torch.zeros(mask.shape, dtype=rewards.dtype)
+    out = rewards.new_zeros(mask.shape)
     m = mask.to(rewards.dtype)
     for rows in _rows(group_ids):
         r = rewards[rows]
@@ -73,7 +73,7 @@ def _returns(token_rewards: Tensor, gamma: float) -> Tensor:
     if gamma == 1.0:
         return token_rewards.flip(1).cumsum(1).flip(1)
     out = torch.zeros_like(token_rewards)
-    running = torch.zeros(token_rewards.shape[0], dtype=token_rewards.dtype)
+    running = token_rewards.new_zeros(token_rewards.shape[0])
     for t in range(token_rewards.shape[1] - 1, -1, -1):
         running = token_rewards[:, t] + gamma * running
         out[:, t] = running
@@ -89,19 +89,19 @@ def _whiten(x: Tensor, mask: Tensor, eps: float = 1e-8) -> Tensor:
 
 def ref_reinforce_pp(rewards: Tensor, group_ids: Tensor, mask: Tensor, *, token_kl: Tensor, kl_coef: float) -> Tensor:
     """REINFORCE++-baseline: per group, subtract the mean, place at the last token, returns; whiten."""
-    returns = torch.zeros(mask.shape, dtype=rewards.dtype)
+    returns = rewards.new_zeros(mask.shape)
     m = mask.to(rewards.dtype)
     lengths = mask.sum(1)
     for rows in _rows(group_ids):
         r = rewards[rows] - rewards[rows].mean()
         tok = -kl_coef * token_kl[rows] * m[rows]
-        tok[torch.arange(len(rows)), lengths[rows] - 1] += r
+        tok[torch.arange(len(rows), device=tok.device), lengths[rows] - 1] += r
         returns[rows] = _returns(tok, 1.0) * m[rows]
     return _whiten(returns, mask)
 
 
 def ref_prime(rewards: Tensor, group_ids: Tensor, mask: Tensor, *, process_rewards: Tensor) -> Tensor:
-    adv = torch.zeros(mask.shape, dtype=rewards.dtype)
+    adv = rewards.new_zeros(mask.shape)
     m = mask.to(rewards.dtype)
     for rows in _rows(group_ids):
         k = len(rows)
@@ -185,6 +185,11 @@ def cases(x: dict[str, Any]) -> dict[str, tuple[Callable[[], Tensor], Callable[[
     }
 
 
+def _sync() -> None:
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
 class Timing:
     """Best wall-clock and best CPU (user + system, all threads) seconds over the repeats."""
 
@@ -193,8 +198,10 @@ class Timing:
         self.cpu = float("inf")
 
     def run(self, fn: Callable[[], Tensor]) -> Tensor:
+        _sync()
         wall, cpu = time.perf_counter(), time.process_time()
         out = fn()
+        _sync()
         self.wall = min(self.wall, time.perf_counter() - wall)
         self.cpu = min(self.cpu, time.process_time() - cpu)
         return out
@@ -220,13 +227,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", nargs="*", help="estimator names to run (default: all)")
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (default: torch's choice)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (the loops then launch small kernels per group)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    x = make_inputs(args.samples, args.tokens, args.group_size, args.seed)
+    x = {k: v.to(args.device) for k, v in make_inputs(args.samples, args.tokens, args.group_size, args.seed).items()}
     print(f"{args.samples} samples x {args.tokens} tokens, group size {args.group_size}, "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads, best of {args.repeats}")
+          f"torch {torch.__version__}, {args.device}, {torch.get_num_threads()} threads, best of {args.repeats}")
     print("wall = best wall-clock time; cpu = best CPU time of the process (user + system, all threads)")
     print(f"{'estimator':<14}{'vec wall ms':>12}{'loop wall ms':>14}{'speedup':>9}"
           f"{'vec cpu ms':>12}{'loop cpu ms':>13}{'speedup':>9}{'max |diff|':>12}")
