@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
+from kernelrl.agent.extract import extract_code
 from kernelrl.evaluate import EvalResult, Status, Timing
-from kernelrl.integrations.scoring import extract_code, reward_from_result, task_spec
+from kernelrl.integrations.scoring import reward_from_result, task_spec
 from kernelrl.tasks import Task
 from tests.serve.helpers import CHEAP, TASK
 

@@ -63,7 +63,7 @@ def test_reward_func_in_a_grpo_trainer_step(service, tmp_path: Path) -> None:
 
     dataset = datasets.Dataset.from_dict({"prompt": ["write kernel"] * 4, "task_id": ["relu"] * 4})
     args = trl.GRPOConfig(output_dir=str(tmp_path / "grpo"), per_device_train_batch_size=2, num_generations=2,
-                          max_completion_length=2, max_steps=1, use_cpu=True, report_to="none", save_strategy="no",
+                          max_completion_length=1, max_steps=1, use_cpu=True, report_to="none", save_strategy="no",
                           logging_steps=1, bf16=False, seed=0, dataloader_num_workers=0)
     trainer = trl.GRPOTrainer(model=model, reward_funcs=[kernel_reward], args=args, train_dataset=dataset,
                               processing_class=tokenizer)

@@ -1,4 +1,4 @@
-"""Shared by the verl and TRL bridges: extract candidate code from a completion, turn a task spec into
+"""Shared by the verl and TRL bridges: candidate code from a completion (`kernelrl.agent.extract`), turn a task spec into
 what the service accepts, score an `EvalResult`, and a process-wide service client.
 
 The reward is deliberately simple (the `rewards` package owns the full family): 0 when the
@@ -8,30 +8,14 @@ candidate is not correct, else 1 plus a speedup bonus clipped to [0, max_bonus].
 from __future__ import annotations
 
 import json
-import re
 import threading
 from typing import Any
 
 from kernelrl.evaluate.result import EvalResult
 from kernelrl.tasks.task import Task
 
-FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
 _CLIENT: Any = None
 _CLIENT_LOCK = threading.Lock()
-
-
-def extract_code(text: str) -> str | None:
-    """The candidate source in a completion: the last fenced block defining ModelNew, else the last
-    fenced block, else the whole text if it defines ModelNew; None when there is no code."""
-    blocks = [body for _, body in FENCE.findall(text or "")]
-    with_model = [b for b in blocks if "ModelNew" in b]
-    if with_model:
-        return with_model[-1].strip() + "\n"
-    if blocks:
-        return blocks[-1].strip() + "\n"
-    if "class ModelNew" in (text or ""):
-        return text.strip() + "\n"
-    return None
 
 
 def reward_from_result(result: EvalResult, max_bonus: float = 1.0, bonus_weight: float = 1.0) -> float:

@@ -13,7 +13,8 @@ import concurrent.futures as cf
 from collections.abc import Callable
 from typing import Any
 
-from kernelrl.integrations.scoring import default_client, extract_code, reward_from_result, task_spec
+from kernelrl.agent.extract import extract_code
+from kernelrl.integrations.scoring import default_client, reward_from_result, task_spec
 
 
 def completion_text(completion: Any) -> str:

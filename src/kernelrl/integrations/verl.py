@@ -36,7 +36,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from kernelrl.integrations.scoring import default_client, extract_code, reward_from_result, task_spec
+from kernelrl.agent.extract import extract_code
+from kernelrl.integrations.scoring import default_client, reward_from_result, task_spec
 
 PREFIX = "kernelrl_"
 
