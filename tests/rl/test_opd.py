@@ -10,6 +10,9 @@ from rl_helpers import t
 
 from kernelrl.rl import (
     adaptive_kl_coef,
+    kl_exact,
+    kl_k3,
+    opd_regularized_token_rewards,
     opd_token_rewards,
     opd_topk_clipped_loss,
     opd_topk_rewards,
@@ -24,6 +27,58 @@ L = math.log
 def test_sampled_token_reward() -> None:
     out = opd_token_rewards(t([[-1.0, -0.5, math.nan]]), t([[-1.5, -0.25, 1.0]]), torch.tensor([[1, 1, 0]]))
     assert torch.allclose(out, t([[0.5, -0.25, 0.0]]))
+
+
+def test_regularized_token_reward() -> None:
+    # r = 2 (log T - log Tref) - .5 (log pi - log pi_0); masked garbage gives 0
+    out = opd_regularized_token_rewards(t([[-1.0, math.nan]]), t([[-1.5, 0.0]]), t([[-0.2, math.inf]]),
+                                        t([[-0.6, 0.0]]), torch.tensor([[1, 0]]), reward_scale=2.0, kl_coef=0.5)
+    assert torch.allclose(out, t([[2 * 0.5 - 0.5 * 0.4, 0.0]]))
+    # equal coefficients and pi_0 = pi_Tref: the reward is log pi_T - log pi (negative reverse KL to the teacher)
+    same = opd_regularized_token_rewards(t([[-1.0]]), t([[-1.5]]), t([[-0.2]]), t([[-1.5]]), torch.ones(1, 1))
+    assert same.item() == pytest.approx(-1.0 + 0.2)
+
+
+def test_kl_exact() -> None:
+    p, q = t([[[L(0.5), L(0.5)], [L(0.9), L(0.1)]]]), t([[[L(0.25), L(0.75)], [L(0.5), L(0.5)]]])
+    out = kl_exact(p, q, torch.tensor([[1, 0]]))
+    assert out[0, 0].item() == pytest.approx(0.5 * L(2.0) + 0.5 * L(0.5 / 0.75))
+    assert out[0, 1].item() == 0.0
+
+
+# one state, four tokens: the teacher's RL raised token 3 twenty-fold
+T_REF = t([[0.6, 0.3, 0.09, 0.01]]).log()
+T_RL = t([[0.5, 0.2, 0.1, 0.2]]).log()
+
+
+def _student_optimum(mode: str, reward_scale: float = 1.0, steps: int = 3000) -> torch.Tensor:
+    """Gradient ascent from pi_0 = pi_Tref with the *expected* policy gradient of each objective
+    (exact sums over the four tokens in place of samples)."""
+    theta = T_REF.clone().requires_grad_(True)
+    opt = torch.optim.SGD([theta], lr=0.5)
+    mask = torch.ones(1, 4, dtype=torch.bool)
+    for _ in range(steps):
+        lp = torch.log_softmax(theta, -1)
+        pi = lp.exp()
+        if mode == "reward":  # score-function surrogate: grad = E_pi[r grad log pi]
+            loss = -(pi * opd_regularized_token_rewards(T_RL, T_REF, lp, T_REF, mask, reward_scale=reward_scale)).sum()
+        else:  # the earlier method: reward log T/Tref plus a k3 KL loss on the sampled tokens
+            loss = -(pi * opd_token_rewards(T_RL, T_REF, mask)).sum() + (pi.detach() * kl_k3(lp, T_REF, mask)).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return torch.softmax(theta, -1).detach()
+
+
+def test_regularized_reward_optimum_is_the_teacher() -> None:
+    assert torch.allclose(_student_optimum("reward"), T_RL.exp(), atol=1e-6)
+    # reward_scale 2 extrapolates: pi ~ pi_Tref (pi_T / pi_Tref)^2
+    assert torch.allclose(_student_optimum("reward", 2.0), torch.softmax(2 * T_RL - T_REF, -1), atol=1e-6)
+    # a k3 KL *loss* has the forward-KL gradient; its optimum pi = pi_Tref / (c - r) overshoots token 3
+    k3 = _student_optimum("k3_loss")
+    c = (T_RL - T_REF + T_REF.exp() / k3)[0]  # stationarity: r(a) + pi_Tref(a) / pi(a) is one constant
+    assert torch.allclose(c, c.mean().expand(4), atol=1e-4)
+    assert k3[0, 3].item() > 3 * T_RL.exp()[0, 3].item()
 
 
 def test_topk_candidates_and_weights() -> None:

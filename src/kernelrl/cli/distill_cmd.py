@@ -22,4 +22,6 @@ def run(args: argparse.Namespace) -> int:
     cfg = load_config(args.preset, None, overrides)
     summary = run_distill(cfg)
     print(summary["verdict"])
+    t = summary["times"]
+    print(f"Direct-OPD {t['distill_s']:.0f} s, total {t['total_s']:.0f} s; {cfg.out_dir}/distill/distill.json")
     return 0

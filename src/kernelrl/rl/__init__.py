@@ -31,7 +31,16 @@ from kernelrl.rl.copris import (
     stitched_importance_ratio,
 )
 from kernelrl.rl.filters import accuracy_range_filter, overlong_filter, overlong_penalty, zero_variance_filter
-from kernelrl.rl.kl import entropy_bonus, entropy_from_logits, kl_k1, kl_k2, kl_k3, kl_loss, kl_penalty
+from kernelrl.rl.kl import (
+    entropy_bonus,
+    entropy_from_logits,
+    kl_exact,
+    kl_k1,
+    kl_k2,
+    kl_k3,
+    kl_loss,
+    kl_penalty,
+)
 from kernelrl.rl.losses import LossOutput, ppo_clip_loss, ppo_clip_token_loss
 from kernelrl.rl.mismatch import (
     Correction,
@@ -46,6 +55,7 @@ from kernelrl.rl.mismatch import (
 from kernelrl.rl.opd import (
     TopKRewards,
     adaptive_kl_coef,
+    opd_regularized_token_rewards,
     opd_token_rewards,
     opd_topk_clipped_loss,
     opd_topk_rewards,
@@ -93,6 +103,7 @@ __all__ = [
     "grpo_advantages",
     "grpo_sequence_advantages",
     "implicit_process_rewards",
+    "kl_exact",
     "kl_k1",
     "kl_k2",
     "kl_k3",
@@ -100,6 +111,7 @@ __all__ = [
     "kl_penalty",
     "lengths_to_mask",
     "normalize_process_rewards",
+    "opd_regularized_token_rewards",
     "opd_token_rewards",
     "opd_topk_clipped_loss",
     "opd_topk_rewards",

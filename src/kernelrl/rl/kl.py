@@ -44,6 +44,13 @@ def kl_k3(log_prob: Tensor, ref_log_prob: Tensor, response_mask: Tensor) -> Tens
     return zero_masked(torch.expm1(lr) - lr, response_mask)
 
 
+def kl_exact(log_p: Tensor, log_q: Tensor, response_mask: Tensor) -> Tensor:
+    """Exact per-position ``KL(p || q) = sum_v p(v) (log p(v) - log q(v))`` from full log-prob
+    vectors ``[B, T, V]`` -> ``[B, T]``, zero where masked (no sampling noise; for diagnostics)."""
+    kl = (log_p.exp() * (log_p - log_q)).sum(-1)
+    return zero_masked(kl, response_mask)
+
+
 def kl_penalty(log_prob: Tensor, ref_log_prob: Tensor, response_mask: Tensor, kind: str = "k3") -> Tensor:
     """Per-token KL estimate of the named kind (``k1``, ``k2``, ``k3``); ``[B, T] -> [B, T]``."""
     return KL_PENALTIES.get(kind)(log_prob, ref_log_prob, response_mask)

@@ -29,6 +29,34 @@ def opd_token_rewards(teacher_log_prob: Tensor, teacher_ref_log_prob: Tensor, re
     return zero_masked(teacher_log_prob - teacher_ref_log_prob, response_mask)
 
 
+def opd_regularized_token_rewards(
+    teacher_log_prob: Tensor,
+    teacher_ref_log_prob: Tensor,
+    log_prob: Tensor,
+    ref_log_prob: Tensor,
+    response_mask: Tensor,
+    *,
+    reward_scale: float = 1.0,
+    kl_coef: float = 1.0,
+) -> Tensor:
+    """KL-regularised Direct-OPD token reward (G-OPD, Yang et al. 2026, arXiv 2602.12125, Eq. 4-6):
+
+    ``r_t = reward_scale * (log pi_T - log pi_Tref)(a_t) - kl_coef * (log pi - log pi_ref)(a_t)``
+
+    on the student's sampled tokens; the KL term is the per-token k1 estimate of ``KL(pi || pi_ref)``
+    inside the reward (constant w.r.t. the parameters), so its policy gradient is that of the reverse
+    KL. The maximiser of ``E_pi[sum_t r_t]`` is ``pi ∝ pi_ref (pi_T / pi_Tref)^(reward_scale / kl_coef)``;
+    with ``pi_ref = pi_Tref`` and equal coefficients it is the teacher and ``r_t = log pi_T - log pi``
+    (standard on-policy distillation's negative reverse KL, Agarwal et al. 2024). A KL *loss* with the
+    k3 estimator instead has the gradient of the forward ``KL(pi_ref || pi)``, whose optimum
+    ``pi(a) = pi_ref(a) / (c - r(a))`` piles mass on the tokens of largest teacher log-ratio.
+
+    All inputs ``[B, T]`` (log-probs of the sampled tokens) -> ``[B, T]``, detached, zero where masked.
+    """
+    r = reward_scale * (teacher_log_prob - teacher_ref_log_prob) - kl_coef * (log_prob - ref_log_prob)
+    return zero_masked(r.detach(), response_mask)
+
+
 def topk_candidates(student_log_probs: Tensor, k: int) -> tuple[Tensor, Tensor]:
     """The student's top-K tokens per position: ``[B, T, V] -> (ids [B, T, K], log_probs [B, T, K])``."""
     values, ids = torch.topk(student_log_probs, k, dim=-1)

@@ -94,8 +94,9 @@ class EvalSection(_Section):
 
 
 class DistillConfig(_Section):
-    """Direct-OPD: teacher pair from `teacher_run` (its ``sft_policy`` and final ``policy``); when it has
-    none, a short RL run (`teacher_rl_steps`) makes one. The student is a wider model of the same family."""
+    """Direct-OPD (`kernelrl.train.distill`): teacher pair from `teacher_run` (its ``sft_policy`` and final
+    ``policy``); when it has none, a short RL run (`teacher_rl_steps`) makes one. The student starts as a
+    copy of the teacher's SFT policy (``teacher_ref``) or is a wider model of the same family."""
 
     teacher_run: str | None = None
     teacher_rl_steps: int = Field(15, ge=1)
@@ -106,11 +107,13 @@ class DistillConfig(_Section):
     prompts_per_step: int = Field(8, ge=1)
     samples_per_prompt: int = Field(4, ge=1)
     lr: float = Field(3e-4, gt=0)
-    token_coef: float = Field(1.0, gt=0)
+    token_coef: float = Field(1.0, gt=0)  # lambda: weight of the teacher log-ratio reward
     center: bool = True  # subtract the batch-mean token reward (a constant baseline: unbiased, less variance)
-    # k3 KL to the student's start. With student=teacher_ref, max E[log T/Tref] - b KL(pi||Tref) has its optimum at
-    # pi ~ Tref (T/Tref)^(1/b): b = 1 recovers the teacher, b < 1 extrapolates past it (and reward-hacks fast).
+    # beta: KL to the student's start pi_0. In the token reward (kl_mode=reward) the optimum is
+    # pi ~ pi_0 (T/Tref)^(lambda/beta): with student=teacher_ref, lambda = beta recovers the teacher and
+    # lambda > beta extrapolates past it (G-OPD's ExOPD). kl_mode=k3_loss: the earlier k3 KL loss term.
     kl_coef: float = Field(1.0, ge=0)
+    kl_mode: Literal["reward", "k3_loss"] = "reward"
     adaptive: bool = False  # Direct-OPD's controller: raise the KL coefficient while the mean reward is positive
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from kernelrl.evaluate import EvalConfig, EvalPool
+from kernelrl.generation import Engine
 from kernelrl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from kernelrl.train.config import TrainConfig
 from kernelrl.train.family import make_task, prompt_text, solution, split_chains, tokenizer_corpus
@@ -61,15 +62,16 @@ def _score(results: list[Any]) -> dict[str, float]:
             "mean_speedup": sum(sp) / len(sp) if sp else 0.0, "n": float(len(results))}
 
 
-def heldout_eval(trainer: RLTrainer, cache: EvalCache, chains: list[tuple[str, ...]], cfg: TrainConfig) -> dict[str, Any]:
+def heldout_eval(engine: Engine, tok: Any, cache: EvalCache, chains: list[tuple[str, ...]],
+                 cfg: TrainConfig) -> dict[str, Any]:
     """Pass rate, fast_1 (correct and faster than eager) and mean speedup of correct answers on the
-    held-out chains: greedy (one answer per chain) and, when `eval.heldout_samples` > 1, sampled at
-    temperature 1 (`sampled_*`, that many answers per chain)."""
+    held-out chains for the policy `engine` samples: greedy (one answer per chain) and, when
+    `eval.heldout_samples` > 1, sampled at temperature 1 (`sampled_*`, that many answers per chain)."""
     out: dict[str, Any] = {}
     for prefix, n in (("", 1), ("sampled_", cfg.eval.heldout_samples)):
         if prefix and n == 1:
             continue
-        answers = generate_answers(trainer.engine, trainer.tok, chains, samples=n,
+        answers = generate_answers(engine, tok, chains, samples=n,
                                    max_new_tokens=cfg.rl.max_new_tokens, seed=cfg.seed + 17)
         futs = [cache.submit(c, a) for c, per in zip(chains, answers, strict=True) for a in per]
         out.update({prefix + k: v for k, v in _score([f.result() for f in futs]).items()})
@@ -127,7 +129,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
             summary["resumed_from"] = str(ckpt)
         else:
             t0 = time.perf_counter()
-            summary["after_sft"] = heldout_eval(trainer, cache, heldout, cfg)
+            summary["after_sft"] = heldout_eval(trainer.engine, tok, cache, heldout, cfg)
             times["heldout_sft_s"] = time.perf_counter() - t0
             logger.log("heldout", 0, {k: v for k, v in summary["after_sft"].items() if k != "examples"})
             if cfg.sft.rft_rounds:
@@ -150,7 +152,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
         if stop_after is not None and trainer.step_count < cfg.rl.steps:
             return summary
         t0 = time.perf_counter()
-        summary["after_rl"] = heldout_eval(trainer, cache, heldout, cfg)
+        summary["after_rl"] = heldout_eval(trainer.engine, tok, cache, heldout, cfg)
         times["heldout_rl_s"] = time.perf_counter() - t0
         logger.log("heldout", trainer.step_count, {k: v for k, v in summary["after_rl"].items() if k != "examples"})
         save_weights(model, run / "policy.safetensors")

@@ -22,33 +22,53 @@ def pad_responses(responses: Sequence[Sequence[int]], pad: int = 0) -> tuple[Ten
     return ids, mask
 
 
-def response_logprobs(
-    model: Any, prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], *,
-    pad_id: int = 0, with_entropy: bool = False, share_prompts: bool = True,
-) -> tuple[Tensor, Tensor | None, Tensor]:
-    """Log-probs ``[B, T]`` of each response token given its prompt (and entropies ``[B, T]``).
+def _response_logits(
+    model: Any, prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], pad_id: int, share_prompts: bool,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Next-token logits at each response position ``[B, T, V]`` (position t never sees token t), the
+    response ids ``[B, T]`` and mask ``[B, T]``.
 
-    With ``share_prompts`` (default) and a batch whose samples repeat prompts (the G samples of a GRPO
-    group), each distinct prompt runs through the model once and its KV cache is gathered for every
-    sample, gradients included; only the responses run per sample. Otherwise prompt + response are
+    With ``share_prompts`` and a batch whose samples repeat prompts (the G samples of a GRPO group),
+    each distinct prompt runs through the model once and its KV cache is gathered for every sample,
+    gradients included; only the responses run per sample. Otherwise prompt + response are
     right-padded into one batch and the logits at position ``P + t - 1`` score response token t.
-    Returns (log_probs, entropy or None, response mask), zero where masked.
     """
     keys = [tuple(p) for p in prompts]
     if share_prompts and len(set(keys)) < len(keys) and all(keys) and _supports_cache(model):
         pos_logits = _shared_prompt_logits(model, keys, responses, pad_id)
     else:
         pos_logits = _joint_logits(model, prompts, responses, pad_id)
-    device = pos_logits.device
     targets, resp_mask = pad_responses(responses, pad_id)
-    logp_all = torch.log_softmax(pos_logits, dim=-1)
-    logp = logp_all.gather(-1, targets.to(device).unsqueeze(-1)).squeeze(-1)
-    mask = resp_mask.to(device)
+    return pos_logits, targets.to(pos_logits.device), resp_mask.to(pos_logits.device)
+
+
+def response_logprobs(
+    model: Any, prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], *,
+    pad_id: int = 0, with_entropy: bool = False, share_prompts: bool = True,
+) -> tuple[Tensor, Tensor | None, Tensor]:
+    """Log-probs ``[B, T]`` of each response token given its prompt (and entropies ``[B, T]``).
+
+    Returns (log_probs, entropy or None, response mask), zero where masked; see `_response_logits`.
+    """
+    pos_logits, targets, mask = _response_logits(model, prompts, responses, pad_id, share_prompts)
+    logp = torch.log_softmax(pos_logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     logp = torch.where(mask, logp, torch.zeros_like(logp))
     ent = None
     if with_entropy:
         ent = torch.where(mask, entropy_from_logits(pos_logits), torch.zeros_like(logp))
     return logp, ent, mask
+
+
+def response_distributions(
+    model: Any, prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], *, pad_id: int = 0,
+    share_prompts: bool = True,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Full next-token log-probs ``[B, T, V]`` at each response position, the sampled tokens'
+    log-probs ``[B, T]`` (zero where masked) and the response mask ``[B, T]``."""
+    pos_logits, targets, mask = _response_logits(model, prompts, responses, pad_id, share_prompts)
+    logp_all = torch.log_softmax(pos_logits, dim=-1)
+    logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    return logp_all, torch.where(mask, logp, torch.zeros_like(logp)), mask
 
 
 def _supports_cache(model: Any) -> bool:
