@@ -47,3 +47,21 @@ def test_lean_decode_matches_transformers(arch, llama, qwen2, tokenizer) -> None
     for a, b in zip(ours, theirs, strict=True):
         assert a.token_ids == b.token_ids
         assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-4
+
+
+def test_lean_decode_follows_in_place_weight_updates(tokenizer) -> None:
+    """An optimizer updates parameters in place; the stacked q/k/v weights must follow."""
+    from kernelrl.generation.tiny import build_tiny_causal_lm
+
+    model = build_tiny_causal_lm(len(tokenizer), arch="llama", max_position_embeddings=128)
+    reqs = mixed_requests(tokenizer)[:4]
+    lean = Engine(model, tokenizer, max_batch_size=4, lean_decode=True)
+    lean.generate(reqs)  # fills the stacked-weight cache
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.k_proj.weight.mul_(-1.5)
+    lean.update_weights()
+    plain = Engine(model, tokenizer, max_batch_size=4, lean_decode=False)
+    for a, b in zip(lean.generate(reqs), plain.generate(reqs), strict=True):
+        assert a.token_ids == b.token_ids
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < 1e-4
