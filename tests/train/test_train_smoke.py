@@ -62,3 +62,24 @@ def test_resume_matches_uninterrupted(tmp_path: Path, smoke_cfg: TrainConfig, po
     for ra, rb in zip(a, b, strict=True):
         for key in COMPARED:
             assert rb[key] == pytest.approx(ra[key], rel=1e-5, abs=1e-7), (ra["step"], key)
+
+
+def test_copris_resume_carries_partial_rollouts_over(tmp_path: Path, smoke_cfg: TrainConfig, pool: EvalPool) -> None:
+    """CoPRIS keeps stopped samples for the next batch; a checkpoint saves them (tokens, log-probs,
+    versions, sampler state) and the verdicts of samples waiting for their group, so a resumed run
+    still matches the uninterrupted one step by step."""
+    cfg = smoke_cfg.model_copy(deep=True)
+    cfg.rl.steps, cfg.rl.rollout, cfg.rl.concurrency = 4, "copris", 6  # three groups in flight for two per batch
+    cfg.sft.steps = 40  # long enough to learn to stop: samples then finish at different times
+    run_train(cfg, run_dir=tmp_path / "full", echo=False, pool=pool)
+    run_train(cfg, run_dir=tmp_path / "split", echo=False, pool=pool, stop_after=2)
+    state = json.loads((tmp_path / "split" / "checkpoints" / "step_2" / "state.json").read_text())
+    queued = state["rollout"]["scheduler"]["queue"]
+    assert any(partial is not None and partial["token_ids"] for _, partial in queued), "no partial was carried over"
+    run_train(cfg, run_dir=tmp_path / "split", echo=False, pool=pool, resume=True)
+    a, b = read_metrics(tmp_path / "full", "rl"), read_metrics(tmp_path / "split", "rl")
+    assert [r["step"] for r in b] == [1, 2, 3, 4]
+    assert sum(r["rollout/resumed"] for r in a) > 0
+    for ra, rb in zip(a, b, strict=True):
+        for key in (*COMPARED, "rollout/stale_fraction", "rollout/aborted", "rollout/resumed"):
+            assert rb[key] == pytest.approx(ra[key], rel=1e-5, abs=1e-7), (ra["step"], key)

@@ -18,6 +18,7 @@ import zlib
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from kernelrl.generation.protocol import StepGenerator
 from kernelrl.generation.records import GenerationRequest, GenerationResult, SamplingParams
@@ -170,6 +171,33 @@ class CoprisScheduler:
         stats = RolloutStats(version, time.perf_counter() - start, generated, aborted, resumed,
                              batch_tokens, stale, dict(sorted(by_version.items())))
         return RolloutGroups(groups, stats)
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint needs to continue exactly (JSON-serialisable); call between batches, when
+        nothing is in flight: buffered partials (tokens, log-probs, versions, sampler state), samples
+        that finished while their group is incomplete, complete groups not yet handed out."""
+        if self._inflight:
+            raise RuntimeError("state_dict() between batches only: samples are still in flight")
+        return {
+            "queue": [[req.to_dict(), None if p is None else p.to_dict()] for req, p in self._queue],
+            "index": dict(self._index),
+            "done": {gid: [r.to_dict() for r in done] for gid, done in self._done.items()},
+            "ready": [[r.to_dict() for r in group] for group in self._ready],
+            "exhausted": self._exhausted,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a `state_dict` into an idle scheduler (the prompt stream is restored by its owner)."""
+        if self._inflight or self.engine.has_unfinished():
+            raise RuntimeError("load_state_dict() needs an idle scheduler and engine")
+        self._queue = deque(
+            (GenerationRequest.from_dict(req), None if p is None else GenerationResult.from_dict(p))
+            for req, p in state["queue"]
+        )
+        self._index = {k: int(v) for k, v in state["index"].items()}
+        self._done = {gid: [GenerationResult.from_dict(r) for r in done] for gid, done in state["done"].items()}
+        self._ready = deque([GenerationResult.from_dict(r) for r in group] for group in state["ready"])
+        self._exhausted = bool(state["exhausted"])
 
     # ----------------------------------------------------------------- internals
 

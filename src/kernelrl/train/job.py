@@ -123,8 +123,11 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
         if ckpt is not None:
             state = load_checkpoint(ckpt, models=models, optimizers=trainer.optimizers)
             trainer.step_count = state["step"]
-            trainer.rollout.stream.cursor = state["cursor"]
-            trainer.engine.update_weights()
+            if "rollout" in state:
+                trainer.rollout.load_state_dict(state["rollout"])
+            else:  # checkpoints written before the rollout state was saved
+                trainer.rollout.stream.cursor = state["cursor"]
+            trainer.engine.update_weights(version=state.get("policy_version"))
             summary["after_sft"] = state["after_sft"]
             summary["resumed_from"] = str(ckpt)
         else:
@@ -146,6 +149,8 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
                 save_checkpoint(run / "checkpoints" / f"step_{trainer.step_count}", models=models,
                                 optimizers=trainer.optimizers,
                                 state={"step": trainer.step_count, "cursor": trainer.rollout.cursor,
+                                       "rollout": trainer.rollout.state_dict(),
+                                       "policy_version": trainer.engine.policy_version,
                                        "after_sft": summary["after_sft"]})
         bar.close()
         times["rl_s"] = time.perf_counter() - t0

@@ -140,6 +140,21 @@ class Rollout:
         """Groups handed out so far (for sync rollouts, exactly those trained on)."""
         return self.stream.cursor
 
+    def state_dict(self) -> dict[str, Any]:
+        """Prompt cursor, the scheduler's carried-over samples and the verdicts of samples that finished
+        while their group is still incomplete (waited for here), for an exact resume."""
+        waiting = [r.request_id for r in self.scheduler.waiting_for_group]
+        return {"cursor": self.stream.cursor, "scheduler": self.scheduler.state_dict(),
+                "results": {rid: self._futures[rid].result().to_dict() for rid in waiting}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.stream.cursor = int(state["cursor"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        for rid, result in state["results"].items():
+            future: cf.Future[EvalResult] = cf.Future()
+            future.set_result(EvalResult.from_dict(result))
+            self._futures[rid] = future
+
     def _submit(self, res: GenerationResult) -> None:
         chain = self._chain_of.get(res.request_id) or self.stream.chain_at(int((res.group_id or "0").split("#")[0]))
         self._futures[res.request_id] = self.cache.submit(chain, self._text(res))
