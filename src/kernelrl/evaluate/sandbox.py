@@ -4,7 +4,8 @@ With bubblewrap each worker (and every evaluation it forks) runs with no network
 system, private /tmp, its own PID/IPC/UTS namespaces, the home directories and other scratch areas
 hidden, and a scrubbed environment (no tokens or keys). When the worker runs as root, each evaluation
 also drops to an unprivileged uid of its worker slot, so it cannot signal the evaluator or other slots,
-and its process count is limited.
+and its process count is limited; the slot's compilers run as a second uid (see `evaluate.builds`), and
+the native build cache is writable only by the supervisors.
 """
 
 from __future__ import annotations
