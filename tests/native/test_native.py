@@ -103,3 +103,13 @@ def test_identical_kernel_never_rebuilds(tmp_path) -> None:
 
     assert Path(second[1]).stat().st_mtime < start, "the cached library was rebuilt"
     assert float(second[0]) < float(first[0])
+
+
+def test_unsafe_flags_are_found_in_forwarded_values_too() -> None:
+    from kernelrl.native.build import unsafe_flag
+
+    for flag in ("-fplugin=x.so", "-B/tmp", "-specs=s", "--sysroot=/x", "@flags", "-o", "-ccbin=/bin/sh",
+                 "-Wl,-plugin,x.so", "-Xcompiler=-fplugin=x", "--compiler-options=-B/x", "-run"):
+        assert unsafe_flag(flag) is not None, flag
+    for flag in ("-O2", "-ffast-math", "-march=native", "-DN=4", "-I/usr/include", "-Wall", "-Xcompiler", "-fopenmp"):
+        assert unsafe_flag(flag) is None, flag

@@ -32,6 +32,8 @@ def compile_error_text(error: CompileError, candidate_source: str) -> str:
             return f"{CANDIDATE_FILE}:{line}{match.group(2) or ''}"
 
         lines = [pattern.sub(relocate, ln) for ln in lines]
+    if not any(ln.strip() for ln in lines):  # no compiler output (a refused flag, a timeout): say why
+        return "compiler error:\n" + str(error)
     errors = [ln for ln in lines if "error" in ln.lower()]
     shown = (errors or lines)[:MAX_LOG_LINES]
     more = len(errors or lines) - len(shown)

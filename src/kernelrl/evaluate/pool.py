@@ -150,6 +150,12 @@ class EvalPool:
             raise RuntimeError(describe_missing())
         if sandbox == "auto" and not self.sandboxed:
             log.warning(describe_missing())
+        if not self.sandboxed or os.geteuid() != 0:
+            log.warning(
+                "evaluations run with this process's uid (no bubblewrap, or not root): native builds still go "
+                "through the supervisor, but candidate code could write the shared build cache %s itself",
+                cache_dir(),
+            )
         self._jobs: queue.Queue[tuple[dict[str, Any], cf.Future[EvalResult]] | None] = queue.Queue()
         self._ids = itertools.count()
         self._closed = False

@@ -26,24 +26,42 @@ def write_message(fd: int, message: dict[str, Any]) -> None:
 class MessageReader:
     """Reads JSON lines from a file descriptor with deadlines; `None` means end of stream."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, max_bytes: int = MAX_MESSAGE_BYTES) -> None:
         self.fd = fd
+        self.max_bytes = max_bytes
         self.buffer = bytearray()
         self.closed = False
+
+    def buffered(self) -> dict[str, Any] | None:
+        """The next complete message already read, if any (ProtocolError if it is not a JSON object)."""
+        newline = self.buffer.find(b"\n")
+        if newline < 0:
+            return None
+        line = bytes(self.buffer[:newline])
+        del self.buffer[: newline + 1]
+        try:
+            message = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ProtocolError(f"malformed message: {exc}") from None
+        if not isinstance(message, dict):
+            raise ProtocolError("malformed message: not an object")
+        return message
+
+    def fill(self) -> None:
+        """One read from the fd (which must be readable); sets `closed` at end of stream."""
+        chunk = os.read(self.fd, 1 << 16)
+        if not chunk:
+            self.closed = True
+            return
+        self.buffer.extend(chunk)
+        if len(self.buffer) > self.max_bytes:
+            raise ProtocolError(f"message larger than {self.max_bytes} bytes")
 
     def read(self, deadline: float | None) -> dict[str, Any] | None:
         """The next message; raises TimeoutError past `deadline` (a time.monotonic() value)."""
         while True:
-            newline = self.buffer.find(b"\n")
-            if newline >= 0:
-                line = bytes(self.buffer[:newline])
-                del self.buffer[: newline + 1]
-                try:
-                    message = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ProtocolError(f"malformed message: {exc}") from None
-                if not isinstance(message, dict):
-                    raise ProtocolError("malformed message: not an object")
+            message = self.buffered()
+            if message is not None:
                 return message
             if self.closed:
                 return None
@@ -51,10 +69,4 @@ class MessageReader:
             ready, _, _ = select.select([self.fd], [], [], timeout)
             if not ready:
                 raise TimeoutError
-            chunk = os.read(self.fd, 1 << 16)
-            if not chunk:
-                self.closed = True
-                continue
-            self.buffer.extend(chunk)
-            if len(self.buffer) > MAX_MESSAGE_BYTES:
-                raise ProtocolError(f"message larger than {MAX_MESSAGE_BYTES} bytes")
+            self.fill()

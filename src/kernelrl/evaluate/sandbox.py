@@ -4,7 +4,8 @@ With bubblewrap each worker (and every evaluation it forks) runs with no network
 system, private /tmp, its own PID/IPC/UTS namespaces, the home directories and other scratch areas
 hidden, and a scrubbed environment (no tokens or keys). When the worker runs as root, each evaluation
 also drops to an unprivileged uid of its worker slot, so it cannot signal the evaluator or other slots,
-and its process count is limited.
+and its process count is limited; the slot's compilers run as a second uid (see `evaluate.builds`), and
+the native build cache is writable only by the supervisors.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ log = logging.getLogger(__name__)
 
 SANDBOX_ENV = "KERNELRL_SANDBOX"
 EVAL_UID_BASE = 200000  # worker slot i evaluates as uid/gid BASE + i (no such user: no files, no home)
+BUILD_UID_BASE = 300000  # and runs its compilers as BUILD_UID_BASE + i, out of the candidate's reach
 MAX_PROCESSES = 256  # per uid (so per worker slot), threads included; a fork bomb stops here
 HIDDEN = ("/root", "/home", "/tmp", "/var/tmp", "/run", "/mnt", "/media", "/srv")
 KEEP_ENV_PREFIXES = ("KERNELRL_", "OMP_", "MKL_", "CUDA_", "NVIDIA_", "TRITON_", "TORCH_", "LD_LIBRARY_PATH", "PYTHONPATH")
@@ -95,16 +97,45 @@ def bwrap_command(cache_dir: str) -> list[str]:
 
 
 def prepare_cache(cache_dir: str) -> None:
-    """The build cache must be writable by the evaluations' dropped uid."""
+    """Lay out the build cache: `native` writable by this (the supervisors') uid only, the rest shared.
+
+    Evaluations get native libraries from the supervisor's build service, so as root `native` and its
+    key directories are root's with mode 0755, and a library there that another uid could have written
+    (left by an older kernelrl that let evaluations write the cache) is removed: it cannot be trusted.
+    The torch_extensions and triton caches stay writable by every slot's uid (mode 1777).
+    """
     for sub in ("", "native", "torch_extensions", "triton"):
+        os.makedirs(os.path.join(cache_dir, sub), exist_ok=True)
+    if os.geteuid() != 0:
+        return
+    for sub, mode in (("", 0o755), ("native", 0o755), ("torch_extensions", 0o1777), ("triton", 0o1777)):
         path = os.path.join(cache_dir, sub)
-        os.makedirs(path, exist_ok=True)
-        if os.geteuid() == 0:
-            os.chmod(path, 0o1777)
-    if os.geteuid() == 0:
-        for entry in Path(cache_dir, "native").iterdir():
-            if entry.is_dir():
-                os.chmod(entry, 0o1777)
+        if mode == 0o755:
+            os.chown(path, 0, 0)
+        os.chmod(path, mode)
+    for entry in Path(cache_dir, "native").iterdir():
+        if entry.name.startswith(".build-"):
+            continue  # a supervisor's build in progress (or a stale one: never read)
+        if entry.is_symlink() or not entry.is_dir():
+            entry.unlink(missing_ok=True)
+            continue
+        os.chown(entry, 0, 0)
+        os.chmod(entry, 0o755)
+        for item in entry.iterdir():
+            st = item.lstat()
+            if item.is_symlink() or st.st_uid != 0 or st.st_mode & 0o022:
+                if item.is_dir() and not item.is_symlink():
+                    shutil.rmtree(item, ignore_errors=True)
+                else:
+                    item.unlink(missing_ok=True)
+
+
+def build_uid() -> int | None:
+    """The uid/gid this worker slot's compilers run as; None where evaluations keep the supervisor's uid
+    (no bubblewrap, or not root), so candidate code could write the native cache itself."""
+    if os.environ.get(SANDBOX_ENV) != "bwrap" or os.geteuid() != 0:
+        return None
+    return BUILD_UID_BASE + int(os.environ.get("KERNELRL_WORKER_SLOT", "0"))
 
 
 def drop_privileges(workdir: str) -> None:

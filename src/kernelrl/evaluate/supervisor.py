@@ -19,6 +19,7 @@ import json
 import os
 import resource
 import secrets
+import select
 import shutil
 import signal
 import sys
@@ -27,13 +28,15 @@ import time
 import traceback
 from typing import Any
 
+from kernelrl.evaluate.builds import MAX_REQUEST_BYTES, BadRequest, BuildService, send_reply
 from kernelrl.evaluate.candidate import Candidate
 from kernelrl.evaluate.config import EvalConfig
 from kernelrl.evaluate.feedback import build_feedback
 from kernelrl.evaluate.pipeline import run_pipeline
 from kernelrl.evaluate.protocol import MessageReader, ProtocolError, write_message
 from kernelrl.evaluate.result import EvalResult, StageReport, Status
-from kernelrl.evaluate.sandbox import drop_privileges
+from kernelrl.evaluate.sandbox import build_uid, drop_privileges
+from kernelrl.native.build import BuildBroker, set_build_broker
 from kernelrl.tasks.task import Task
 
 OUTPUT_HEAD_BYTES = 2048
@@ -68,13 +71,16 @@ def _limit(kind: int, value: int) -> None:
 PROTOCOL_FDS: list[int] = []  # the supervisor's channel to the pool, closed in every child
 
 
-def _child_main(job: dict[str, Any], key: bytes, write_fd: int, workdir: str, output_path: str) -> None:
-    """Runs in the forked child; never returns."""
+def _child_main(
+    job: dict[str, Any], key: bytes, write_fd: int, build_fds: tuple[int, int], workdir: str, output_path: str
+) -> None:
+    """Runs in the forked child; never returns. `build_fds`: (request, reply) pipe ends to the build service."""
     status = 0
     try:
         os.setpgid(0, 0)
         for fd in PROTOCOL_FDS:
             os.close(fd)
+        set_build_broker(BuildBroker(*build_fds))
         config = EvalConfig.from_dict(job["config"])
         out = os.open(output_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         devnull = os.open(os.devnull, os.O_RDONLY)
@@ -157,6 +163,7 @@ class Supervisor:
     def __init__(self) -> None:
         self.reference_cache: dict[str, dict[str, Any]] = {}
         self.jobs_run = 0
+        self.builds = BuildService(build_uid())
 
     def _cache_key(self, job: dict[str, Any]) -> str | None:
         cfg = job["config"]
@@ -177,17 +184,24 @@ class Supervisor:
         output_path = os.path.join(workdir, ".output")
         key = secrets.token_bytes(32)
         read_fd, write_fd = os.pipe()
+        request_read, request_write = os.pipe()
+        reply_read, reply_write = os.pipe()
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            os.close(read_fd)
-            _child_main(job, key, write_fd, workdir, output_path)
-        os.close(write_fd)
+            for fd in (read_fd, request_read, reply_write):
+                os.close(fd)
+            _child_main(job, key, write_fd, (request_write, reply_read), workdir, output_path)
+        for fd in (write_fd, request_write, reply_read):
+            os.close(fd)
+        os.set_blocking(reply_write, False)  # a child that stops reading must not block the supervisor
         try:
-            result = self._watch(pid, MessageReader(read_fd), job, config, key)
+            builds = MessageReader(request_read, MAX_REQUEST_BYTES)
+            result = self._watch(pid, MessageReader(read_fd), (builds, reply_write), job, config, key)
         finally:
-            os.close(read_fd)
+            for fd in (read_fd, request_read, reply_write):
+                os.close(fd)
             _kill_group(pid)
             output, size = _read_output(output_path)
             shutil.rmtree(workdir, ignore_errors=True)
@@ -206,24 +220,51 @@ class Supervisor:
         self.jobs_run += 1
         return result.to_dict()
 
-    def _watch(self, pid: int, reader: MessageReader, job: dict[str, Any], config: EvalConfig, key: bytes) -> EvalResult:
+    def _watch(
+        self,
+        pid: int,
+        reader: MessageReader,
+        build_channel: tuple[MessageReader, int],
+        job: dict[str, Any],
+        config: EvalConfig,
+        key: bytes,
+    ) -> EvalResult:
         """Follow the child's signed stage announcements (in order, each limited by the evaluator's own
-        configured timeout) until its one verdict; anything else it sends is a forgery."""
+        configured timeout) until its one verdict; anything else it sends is a forgery. Meanwhile serve
+        its build requests (`build_channel`: requests in, reply fd); build time counts against the stage."""
+        builds, reply_fd = build_channel
         stage, stage_started = "static", time.monotonic()
         deadline = stage_started + _stage_timeout(config, stage)
         result: EvalResult | None = None
         failure: tuple[Status, str] | None = None
         while True:
             try:
-                envelope = reader.read(deadline)
+                channel, envelope = _next_message(reader, builds, deadline)
             except TimeoutError:
                 if result is not None:  # verdict in, but the process lingers: stop waiting for it
                     break
                 failure = (Status.TIMEOUT, f"stage '{stage}' exceeded its {deadline - stage_started:.0f} s limit")
                 break
+            except BadRequest as exc:
+                failure = (Status.REJECTED, f"[forged-message] the evaluated process sent a malformed build request: {exc}")
+                break
             except ProtocolError as exc:
                 failure = (Status.REJECTED, f"[forged-message] the evaluated process wrote garbage to the verdict channel: {exc}")
                 break
+            if channel == "build":
+                if result is not None or envelope is None:
+                    continue
+                try:
+                    reply = self.builds.handle(envelope, deadline)
+                except BadRequest as exc:
+                    failure = (Status.REJECTED, f"[forged-message] the evaluated process sent a malformed build request: {exc}")
+                    break
+                except Exception:
+                    failure = (Status.CRASHED, "internal error in the build service:\n" + traceback.format_exc()[-4000:])
+                    break
+                if reply is not None:
+                    send_reply(reply_fd, (json.dumps(reply) + "\n").encode(), deadline)
+                continue
             if envelope is None:
                 break
             payload, mac = envelope.get("payload"), envelope.get("mac")
@@ -260,6 +301,37 @@ class Supervisor:
             return _failed_result(job, stage, time.monotonic() - stage_started, *failure)
         assert result is not None
         return result
+
+
+def _next_message(
+    verdicts: MessageReader, builds: MessageReader, deadline: float
+) -> tuple[str, dict[str, Any] | None]:
+    """The next message from either channel: ("verdict", message or None at its end) or ("build", request).
+
+    Verdict-channel messages go first, so a stage announced before a build request is in force when
+    the request is served. Raises TimeoutError past `deadline`, BadRequest for garbage on the build
+    channel and ProtocolError for garbage on the verdict channel."""
+    while True:
+        message = verdicts.buffered()
+        if message is not None or verdicts.closed:
+            return "verdict", message
+        try:
+            request = builds.buffered()
+            if request is not None:
+                return "build", request
+        except ProtocolError as exc:
+            raise BadRequest(str(exc)) from None
+        fds = [verdicts.fd] + ([] if builds.closed else [builds.fd])
+        ready, _, _ = select.select(fds, [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            raise TimeoutError
+        if verdicts.fd in ready:
+            verdicts.fill()
+        if builds.fd in ready:
+            try:
+                builds.fill()
+            except ProtocolError as exc:
+                raise BadRequest(str(exc)) from None
 
 
 def _failed_result(job: dict[str, Any], stage: str, duration: float, status: Status, message: str) -> EvalResult:

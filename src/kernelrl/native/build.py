@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -25,6 +26,7 @@ class CompileError(RuntimeError):
 
     def __init__(self, message: str, log: str, source: str, file_name: str) -> None:
         super().__init__(f"{message}\n{log}".strip())
+        self.message = message
         self.log = log
         self.source = source
         self.file_name = file_name
@@ -76,39 +78,136 @@ def cuda_arch_flags() -> list[str]:
     return []
 
 
+UNSAFE_FLAG_PREFIXES = (
+    "-fplugin", "-B", "-specs", "--specs", "--sysroot", "-isysroot", "-wrapper", "-plugin", "--plugin", "@",
+    "-o", "--output", "-ccbin", "--compiler-bindir", "-run", "--run", "--dryrun", "-keep-dir", "--keep-dir",
+)
+MAX_LOG_BYTES = 1 << 20
+
+
+def unsafe_flag(flag: str) -> str | None:
+    """The part of `flag` that would load code into the compiler or redirect its programs or output, if any.
+
+    Forwarded values count too (`-Xcompiler -fplugin=x`, `-Wl,-plugin,x`, `--compiler-options=-B/x`), so a
+    flag is split on `,` and `=` and every piece is checked against `UNSAFE_FLAG_PREFIXES`.
+    """
+    for piece in (flag, *flag.replace("=", ",").split(",")):
+        piece = piece.strip()
+        if piece.startswith(UNSAFE_FLAG_PREFIXES):
+            return piece
+    return None
+
+
+def full_flags(language: str, extra_flags: tuple[str, ...] | list[str] = ()) -> list[str]:
+    """Every compiler flag of a build: the defaults, -arch for CUDA, then the caller's extras."""
+    if language not in SOURCE_NAME:
+        compiler_for(language)  # raises the unknown-language error
+    return [*DEFAULT_FLAGS[language], *(cuda_arch_flags() if language == "cuda" else []), *extra_flags]
+
+
+def library_path(source: str, language: str, flags: list[str]) -> Path:
+    """Where the cache keeps the build of `source` with exactly `flags` (see `full_flags`)."""
+    key = hashlib.sha256(
+        json.dumps([source, language, flags, compiler_identity(compiler_for(language))]).encode()
+    ).hexdigest()
+    return cache_dir() / "native" / key[:2] / f"{key}.so"
+
+
+def run_compiler(
+    source: str, language: str, flags: list[str], workdir: str, timeout: float, user: int | None = None
+) -> tuple[Path, str]:
+    """Compile `source` in `workdir` (optionally as uid/gid `user`); the library's path and the compiler log.
+
+    Raises `CompileError` on failure, and `TimeoutError` past `timeout` (the compiler's whole process
+    group is killed). The log has the temporary paths reduced to the source's file name.
+    """
+    compiler = compiler_for(language)
+    file_name = SOURCE_NAME[language]
+    src_path = Path(workdir) / file_name
+    src_path.write_text(source)
+    out_path = Path(workdir) / "lib.so"
+    as_user: dict = {} if user is None else {"user": user, "group": user, "extra_groups": []}
+    with tempfile.TemporaryFile() as log_file:
+        proc = subprocess.Popen(
+            [compiler, *flags, str(src_path), "-o", str(out_path)], cwd=workdir, stdin=subprocess.DEVNULL,
+            stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True, **as_user,
+        )
+        try:
+            proc.wait(timeout=max(0.0, timeout))
+        except subprocess.TimeoutExpired:
+            raise TimeoutError(f"{compiler} ran past {timeout:.0f} s") from None
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            proc.wait()
+        log_file.seek(0)
+        raw = log_file.read(MAX_LOG_BYTES + 1)
+    log = raw[:MAX_LOG_BYTES].decode("utf-8", errors="replace") + ("\n[compiler log cut]" if len(raw) > MAX_LOG_BYTES else "")
+    log = log.replace(str(src_path), file_name).replace(workdir.rstrip("/") + "/", "")
+    if proc.returncode != 0:
+        raise CompileError(f"{compiler} failed (exit {proc.returncode})", log, source, file_name)
+    return out_path, log
+
+
+class BuildBroker:
+    """The child's end of a build service: requests out on `request_fd`, replies in on `reply_fd` (JSON lines).
+
+    Installed by the evaluator before candidate code runs, so builds happen in a trusted process
+    that owns the shared cache; candidate code can neither choose what lands under a key nor write there.
+    """
+
+    def __init__(self, request_fd: int, reply_fd: int) -> None:
+        self.request_fd, self.reply_fd = request_fd, reply_fd
+        self._buffer = b""
+
+    def build(self, source: str, language: str, flags: list[str]) -> Path:
+        data = memoryview((json.dumps({"source": source, "language": language, "flags": flags}) + "\n").encode())
+        while data:
+            data = data[os.write(self.request_fd, data):]
+        while b"\n" not in self._buffer:
+            chunk = os.read(self.reply_fd, 1 << 16)
+            if not chunk:
+                raise RuntimeError("the evaluator's build service closed its channel")
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        reply = json.loads(line)
+        if "path" in reply:
+            return Path(reply["path"])
+        raise CompileError(reply["message"], reply["log"], source, reply["file_name"])
+
+
+_BROKER: BuildBroker | None = None
+
+
+def set_build_broker(broker: BuildBroker | None) -> None:
+    """Route `build_shared_library` through `broker` (None: build locally, the default)."""
+    global _BROKER
+    _BROKER = broker
+
+
 def build_shared_library(source: str, language: str = "c++", extra_flags: tuple[str, ...] = ()) -> Path:
     """Compile `source` into a shared library and return its path; reuse a cached build when one exists.
 
     The cache key covers the source, language, flags and compiler identity, so an identical kernel
     never rebuilds. The library is written atomically (rename), so concurrent builders are safe.
+    Inside an evaluation the build is done by the evaluator's build broker (`set_build_broker`).
     """
     compiler = compiler_for(language)
-    flags = [*DEFAULT_FLAGS[language], *(cuda_arch_flags() if language == "cuda" else []), *extra_flags]
-    key = hashlib.sha256(
-        json.dumps([source, language, flags, compiler_identity(compiler)]).encode()
-    ).hexdigest()
-    target = cache_dir() / "native" / key[:2] / f"{key}.so"
+    if _BROKER is not None:
+        return _BROKER.build(source, language, [*(cuda_arch_flags() if language == "cuda" else []), *extra_flags])
+    flags = full_flags(language, extra_flags)
+    target = library_path(source, language, flags)
     if target.exists():
         return target
     if not target.parent.is_dir():
         target.parent.mkdir(parents=True, exist_ok=True)
-        try:  # evaluations of other sandbox slots run as other uids and share this cache
-            os.chmod(target.parent, 0o1777)
-        except OSError:
-            pass
-    file_name = SOURCE_NAME[language]
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as tmp:
-        src_path = Path(tmp) / file_name
-        src_path.write_text(source)
-        out_path = Path(tmp) / "lib.so"
-        command = [compiler, *flags, str(src_path), "-o", str(out_path)]
         try:
-            proc = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, cwd=tmp)
-        except subprocess.TimeoutExpired as exc:
-            raise CompileError(f"{compiler} timed out after {BUILD_TIMEOUT_S:.0f} s", "", source, file_name) from exc
-        log = (proc.stdout + proc.stderr).replace(str(src_path), file_name).replace(tmp + "/", "")
-        if proc.returncode != 0:
-            raise CompileError(f"{compiler} failed (exit {proc.returncode})", log, source, file_name)
+            out_path, _ = run_compiler(source, language, flags, tmp, BUILD_TIMEOUT_S)
+        except TimeoutError as exc:
+            raise CompileError(f"{compiler} timed out after {BUILD_TIMEOUT_S:.0f} s", "", source, SOURCE_NAME[language]) from exc
         try:
             os.replace(out_path, target)
         except OSError:

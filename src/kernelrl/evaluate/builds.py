@@ -1,0 +1,148 @@
+"""The supervisor's build service: evaluated children ask for kernel builds instead of writing the cache.
+
+The shared native cache is writable only by the supervisor. A child sends `{source, language, flags}`
+over a pipe; the supervisor computes the cache key itself, answers a hit at once, and on a miss runs
+the compiler (as the slot's build uid, which is not the candidate's uid, when the sandbox can drop
+privileges) in a private directory, then moves the library into the cache. Since the key covers the
+whole request and candidate code never touches the compiler or its output, what lands under a key is
+the real build of that request. A request that is not well-formed is treated as a forged message.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import select
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from kernelrl.native.build import (
+    BUILD_TIMEOUT_S,
+    DEFAULT_FLAGS,
+    SOURCE_NAME,
+    CompileError,
+    compiler_for,
+    library_path,
+    run_compiler,
+    unsafe_flag,
+)
+
+MAX_REQUEST_BYTES = 4 * 2**20
+MAX_FLAGS = 64
+
+
+class BadRequest(ValueError):
+    """The child sent something that no honest build client sends."""
+
+
+def parse_request(message: dict[str, Any]) -> tuple[str, str, list[str]]:
+    """`(source, language, extra flags)` of a build request, or BadRequest."""
+    source, language, flags = message.get("source"), message.get("language"), message.get("flags")
+    if set(message) != {"source", "language", "flags"}:
+        raise BadRequest(f"unexpected fields {sorted(message)}")
+    if not isinstance(source, str) or language not in SOURCE_NAME:
+        raise BadRequest("source must be a string and language 'c++' or 'cuda'")
+    if not isinstance(flags, list) or len(flags) > MAX_FLAGS or not all(isinstance(f, str) for f in flags):
+        raise BadRequest(f"flags must be a list of at most {MAX_FLAGS} strings")
+    return source, language, flags
+
+
+class BuildService:
+    """Builds for one supervisor; `uid` is the uid/gid its compiler runs as (None: the supervisor's own)."""
+
+    def __init__(self, uid: int | None) -> None:
+        self.uid = uid
+
+    def handle(self, message: dict[str, Any], deadline: float) -> dict[str, Any] | None:
+        """The reply to one request; None when the stage `deadline` passed first. Raises BadRequest."""
+        source, language, extra = parse_request(message)
+        file_name = SOURCE_NAME[language]
+
+        def error(text: str, log: str = "") -> dict[str, Any]:
+            return {"message": text, "log": log, "file_name": file_name}
+
+        for flag in extra:
+            bad = unsafe_flag(flag)
+            if bad is not None:
+                return error(
+                    f"compiler flag {flag!r} is not allowed ({bad!r} could load code into the compiler or redirect "
+                    "its programs or output); pass only optimisation, warning, -D/-I and -f/-m code-generation flags"
+                )
+        try:
+            compiler = compiler_for(language)
+            flags = [*DEFAULT_FLAGS[language], *extra]
+            target = library_path(source, language, flags)
+        except CompileError as exc:  # no such compiler here
+            return error(str(exc))
+        if _trusted(target):
+            return {"path": str(target)}
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        native = target.parent.parent
+        os.makedirs(target.parent, mode=0o755, exist_ok=True)
+        workdir = tempfile.mkdtemp(prefix=".build-", dir=native)
+        try:
+            if self.uid is not None:
+                os.chown(workdir, self.uid, self.uid)
+            try:
+                out_path, _ = run_compiler(source, language, flags, workdir, min(remaining, BUILD_TIMEOUT_S), self.uid)
+            except TimeoutError:
+                if remaining <= BUILD_TIMEOUT_S:
+                    return None  # the stage limit ran out: the supervisor times the child out
+                return error(f"{compiler} timed out after {BUILD_TIMEOUT_S:.0f} s")
+            except CompileError as exc:
+                return error(exc.message, exc.log)
+            finally:
+                if self.uid is not None:
+                    kill_all_of(self.uid)
+            os.chown(out_path, os.geteuid(), os.getegid())
+            os.chmod(out_path, 0o644)
+            os.replace(out_path, target)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        return {"path": str(target)}
+
+
+def _trusted(path: Path) -> bool:
+    """A cached library that this supervisor's uid owns and only it can change."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return st.st_uid == os.geteuid() and not st.st_mode & 0o022 and os.path.isfile(path)
+
+
+def kill_all_of(uid: int) -> None:
+    """SIGKILL every process of `uid` (a compiler that left something behind), from a forked helper."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            os.kill(-1, signal.SIGKILL)  # as `uid`: reaches exactly the processes of that uid
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def send_reply(fd: int, data: bytes, deadline: float) -> bool:
+    """Write `data` to the non-blocking `fd` before `deadline`; False if the child stopped reading or left."""
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view):]
+        except BlockingIOError:
+            timeout = deadline - time.monotonic()
+            if timeout <= 0 or not select.select([], [fd], [], timeout)[1]:
+                return False
+        except OSError as exc:
+            if exc.errno in (errno.EPIPE, errno.EBADF):
+                return False
+            raise
+    return True
