@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelrl.agent.extract import extract_code
-from kernelrl.agent.feedback import format_feedback
+from kernelrl.agent.feedback import TokenCounter, approx_tokens, format_feedback
 from kernelrl.agent.policies.local import fallback_chat_format
 from kernelrl.agent.prompts import PromptConfig, initial_messages
 from kernelrl.evaluate import Candidate, EvalResult
@@ -112,11 +112,10 @@ class SuiteFamily:
         return [(self.prompt_ids(tok, i), encode_answer(tok, answer_text(self.solutions[i])))  # type: ignore[index]
                 for i in items if i in self.solutions]
 
-    def feedback_text(self, result: EvalResult | None, count: Any = None) -> str:
+    def feedback_text(self, result: EvalResult | None, count: TokenCounter = approx_tokens) -> str:
         """The agent's feedback on the gym's verdict (its own ``feedback`` text), within the token budget."""
         data = None if result is None or NO_CODE in result.notes else result.to_dict()
-        kwargs = {"count": count} if count is not None else {}
-        return format_feedback(data, self.feedback_mode, self.feedback_tokens, **kwargs)
+        return format_feedback(data, self.feedback_mode, self.feedback_tokens, count=count)
 
     def next_turn_ids(self, tok: Any, result: EvalResult | None, response_ids: list[int]) -> list[int]:
         text = self.feedback_text(result, count=lambda s: len(tok.encode(s, add_special_tokens=False)))
