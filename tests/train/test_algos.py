@@ -9,7 +9,8 @@ import torch
 
 from kernelrl.evaluate import EvalPool
 from kernelrl.train.config import TrainConfig
-from kernelrl.train.family import make_task, split_chains, tokenizer_corpus
+from kernelrl.train.families import TinyFamily
+from kernelrl.train.family import split_chains, tokenizer_corpus
 from kernelrl.train.job import sft_pairs
 from kernelrl.train.model import build_model
 from kernelrl.train.rollout import EvalCache
@@ -23,7 +24,7 @@ def setup(smoke_cfg: TrainConfig, pool: EvalPool) -> tuple:
     model, tok = build_model(smoke_cfg.model, tokenizer_corpus(), 0)
     losses = sft_train(model, sft_pairs(tok, train, 0), steps=30, batch_size=8, lr=3e-3, seed=0)
     assert losses[-1] < losses[0]  # SFT learns
-    cache = EvalCache(pool, {c: make_task(c, 64, 256) for c in train + held})
+    cache = EvalCache(pool, TinyFamily(train, held, rows=64, cols=256))
     return model.state_dict(), tok, cache, train
 
 

@@ -30,15 +30,29 @@ class ModelConfig(_Section):
 
 
 class TaskConfig(_Section):
-    """The task family (see `kernelrl.train.family`) and its train / held-out split."""
+    """The task family (`kernelrl.train.families`) and its train / held-out split.
 
-    family: Literal["tiny-elementwise"] = "tiny-elementwise"
+    ``tiny-elementwise``: synthetic op chains (`min_ops`..`max_ops`, `rows` x `cols`). ``suite``: real
+    KernelBench-format tasks from `suite` (a shipped name such as ``level1`` or a path to a KernelBench
+    directory / JSONL / Parquet dataset), evaluated on `backend`; `n_train` caps the train tasks."""
+
+    family: Literal["tiny-elementwise", "suite"] = "tiny-elementwise"
     n_train: int = Field(256, ge=1)
     n_heldout: int = Field(16, ge=1)
     min_ops: int = Field(2, ge=1)
     max_ops: int = Field(4, ge=1)
     rows: int = Field(512, ge=1)
     cols: int = Field(1024, ge=1)
+    suite: str = "level1"
+    backend: Literal["cpu", "triton", "cuda"] = "cpu"
+    task_ids: list[str] = Field(default_factory=list)  # keep only these task ids (empty: all)
+    tags: list[str] = Field(default_factory=list)  # keep tasks with any of these tags (empty: all)
+    profile: str | None = None  # a size profile from the tasks' metadata, e.g. "gpu"
+    scale: float | None = Field(None, gt=0)  # multiply the tasks' size constants (e.g. 0.1 for a small CPU)
+    max_bytes: int | None = Field(None, ge=1)  # shrink sizes until inputs + weights + output fit
+    prompt_rules: bool = True  # include the gym's rules and the backend help in the prompt
+    feedback_mode: Literal["text", "json"] = "text"  # multi-turn feedback format
+    feedback_tokens: int = Field(512, ge=16)  # multi-turn feedback budget (policy tokens)
 
 
 class SFTConfig(_Section):

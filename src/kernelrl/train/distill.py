@@ -1,4 +1,4 @@
-"""Direct-OPD (weak-to-strong on-policy distillation) for the tiny family.
+"""Direct-OPD (weak-to-strong on-policy distillation), on the run's task family (tiny chains or a suite).
 
 A weak teacher improved by RL (``pi_T``, a tiny-cpu run's final policy) and its pre-RL reference
 (``pi_Tref``, the same run's SFT policy) score the student's own samples with the dense token reward
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -44,11 +45,11 @@ from kernelrl.rl import (
 )
 from kernelrl.rl.masked import masked_mean
 from kernelrl.train.config import DistillConfig, TrainConfig
-from kernelrl.train.family import make_task, prompt_text, split_chains, tokenizer_corpus
-from kernelrl.train.job import eval_config, heldout_eval, run_train, save_weights, seed_everything, sft_pairs
+from kernelrl.train.families import TaskFamily, TinyFamily, make_family
+from kernelrl.train.job import eval_config, heldout_eval, run_train, save_weights, seed_everything
 from kernelrl.train.logprobs import response_distributions, response_logprobs
 from kernelrl.train.logs import MetricsLogger, Progress
-from kernelrl.train.model import build_model, clone_model, encode_prompt
+from kernelrl.train.model import build_model, clone_model
 from kernelrl.train.rollout import EvalCache
 from kernelrl.train.sft import sft_train
 
@@ -76,7 +77,7 @@ def teacher_pair(cfg: TrainConfig, run: Path, pool: EvalPool | None = None) -> t
     if (teacher_dir / "summary.json").is_file():  # the teacher run's own held-out numbers (its eval seeds)
         saved = json.loads((teacher_dir / "summary.json").read_text())
         info["teacher_run_heldout"] = {k: _numbers(saved[k]) for k in ("after_sft", "after_rl") if k in saved}
-    teacher, tok = build_model(cfg.model, tokenizer_corpus(), cfg.seed)
+    teacher, tok = build_model(cfg.model, make_family(cfg.task, cfg.seed).tokenizer_corpus(), cfg.seed)
     teacher.load_state_dict(load_file(str(teacher_dir / "policy.safetensors")))
     ref = clone_model(teacher)
     ref.load_state_dict(load_file(str(teacher_dir / "sft_policy.safetensors")))
@@ -87,13 +88,14 @@ def _numbers(d: dict[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in d.items() if isinstance(v, int | float)}
 
 
-def sample_responses(engine: Engine, tok: Any, chains: list[tuple[str, ...]], *, samples: int, max_new_tokens: int,
-                     seed: int) -> tuple[Tokens, Tokens]:
-    """(prompt ids, response ids) of `samples` draws per chain at temperature 1 (the training
+def sample_responses(engine: Engine, tok: Any, items: list[Hashable], *, samples: int, max_new_tokens: int,
+                     seed: int, family: TaskFamily | None = None) -> tuple[Tokens, Tokens]:
+    """(prompt ids, response ids) of `samples` draws per item at temperature 1 (the training
     log-probs are the untempered model's, so the sampler must be too), EOS kept in the response."""
+    family = family or TinyFamily([], [])
     params = SamplingParams(temperature=1.0, max_new_tokens=max_new_tokens)
-    reqs = [GenerationRequest(tuple(encode_prompt(tok, prompt_text(c))), params.replace(seed=seed + 1000 * i + j),
-                              f"{i}/{j}") for i, c in enumerate(chains) for j in range(samples)]
+    reqs = [GenerationRequest(tuple(family.prompt_ids(tok, c)), params.replace(seed=seed + 1000 * i + j),
+                              f"{i}/{j}") for i, c in enumerate(items) for j in range(samples)]
     res = engine.generate(reqs)
     return [list(r.prompt_token_ids) for r in res], [list(r.token_ids) for r in res]
 
@@ -169,19 +171,18 @@ def run_distill(cfg: TrainConfig, pool: EvalPool | None = None) -> dict[str, Any
     seed_everything(cfg.seed + 1)
     d = cfg.distill
     pad = tok.pad_token_id or 0
-    train, heldout = split_chains(seed=cfg.seed, min_len=cfg.task.min_ops, max_len=cfg.task.max_ops,
-                                  n_train=cfg.task.n_train, n_heldout=cfg.task.n_heldout)
+    family = make_family(cfg.task, cfg.seed)
+    train, heldout = family.train_items, family.heldout_items
     if d.student == "teacher_ref":  # the pair's shift applied to a copy of the pre-RL policy
         student = clone_model(teacher_ref)
         for p in student.parameters():
             p.requires_grad_(True)
     else:  # a wider model of the same family, warmed up by SFT (weak-to-strong)
         scfg = cfg.model.model_copy(update={"hidden_size": d.student_hidden_size})
-        student, _ = build_model(scfg, tokenizer_corpus(), cfg.seed + 1)
-        sft_train(student, sft_pairs(tok, train, cfg.seed + 1), steps=d.student_sft_steps,
+        student, _ = build_model(scfg, family.tokenizer_corpus(), cfg.seed + 1)
+        sft_train(student, family.sft_pairs(tok, train, cfg.seed + 1), steps=d.student_sft_steps,
                   batch_size=cfg.sft.batch_size, lr=cfg.sft.lr, seed=cfg.seed + 1, pad_id=pad)
     student.eval()
-    tasks = {c: make_task(c, cfg.task.rows, cfg.task.cols) for c in heldout}
     logger = MetricsLogger(run, cfg.tensorboard)
     own = pool is None
     pool = pool or EvalPool(cfg.eval.workers, eval_config(cfg), sandbox=cfg.eval.sandbox)
@@ -193,11 +194,12 @@ def run_distill(cfg: TrainConfig, pool: EvalPool | None = None) -> dict[str, Any
 
     def judge(eng: Engine, model: Any) -> dict[str, Any]:
         out = heldout_eval(eng, tok, cache, heldout, cfg)
-        hp, hr = sample_responses(eng, tok, heldout, samples=4, max_new_tokens=max_new, seed=cfg.seed + 23)
+        hp, hr = sample_responses(eng, tok, heldout, samples=4, max_new_tokens=max_new, seed=cfg.seed + 23,
+                                  family=family)
         out["kl_to_teacher"] = kl_to_teacher(model, teacher, hp, hr, pad_id=pad)
         return out
 
-    cache = EvalCache(pool, tasks)
+    cache = EvalCache(pool, family)
     try:
         t0 = time.perf_counter()
         teacher_eval = judge(teacher_engine, teacher)
@@ -211,7 +213,7 @@ def run_distill(cfg: TrainConfig, pool: EvalPool | None = None) -> dict[str, Any
         for step in range(d.steps):
             chains = [train[(step * d.prompts_per_step + i) % len(train)] for i in range(d.prompts_per_step)]
             prompts, resp = sample_responses(engine, tok, chains, samples=d.samples_per_prompt, max_new_tokens=max_new,
-                                             seed=cfg.seed * 7 + step * 100_000)
+                                             seed=cfg.seed * 7 + step * 100_000, family=family)
             m = opd_step(student, teacher, teacher_ref, anchor, opt, prompts, resp, d, kl_coef=kl_coef, pad_id=pad,
                          max_grad_norm=cfg.rl.max_grad_norm)
             engine.update_weights()  # the engine shares the module: bump the version, drop stale KV

@@ -1,5 +1,5 @@
-"""The main job: tokenizer + tiny model -> SFT warm-up -> held-out eval -> RL against the real CPU gym
--> held-out eval -> report. Checkpoints every `checkpoint_every` RL steps; `resume=True` continues
+"""The main job: task family + tokenizer and model -> SFT warm-up -> held-out eval -> RL against the real
+gym -> held-out eval -> report. Checkpoints every `checkpoint_every` RL steps; `resume=True` continues
 from the newest checkpoint of the run directory exactly where it stopped."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,9 @@ from kernelrl.evaluate import EvalConfig, EvalPool
 from kernelrl.generation import Engine
 from kernelrl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from kernelrl.train.config import TrainConfig
-from kernelrl.train.family import make_task, prompt_text, solution, split_chains, tokenizer_corpus
+from kernelrl.train.families import TaskFamily, TinyFamily, make_family
 from kernelrl.train.logs import MetricsLogger, Progress
-from kernelrl.train.model import build_model, encode_answer, encode_prompt
+from kernelrl.train.model import build_model, encode_answer
 from kernelrl.train.report import write_report
 from kernelrl.train.rollout import EvalCache
 from kernelrl.train.sft import sft_train
@@ -48,10 +49,8 @@ def eval_config(cfg: TrainConfig) -> EvalConfig:
 
 
 def sft_pairs(tok: Any, chains: list[tuple[str, ...]], seed: int, per_chain: int = 2) -> list[tuple[list[int], list[int]]]:
-    """SFT data: generated solutions of the train chains, C forms drawn at random (fast and slow ones)."""
-    rng = random.Random(seed)
-    return [(encode_prompt(tok, prompt_text(c)), encode_answer(tok, solution(c, rng)))
-            for c in chains for _ in range(per_chain)]
+    """The tiny family's SFT data: generated solutions of `chains`, C forms drawn at random."""
+    return TinyFamily([], []).sft_pairs(tok, list(chains), seed, per_item=per_chain)
 
 
 def _score(results: list[Any]) -> dict[str, float]:
@@ -62,18 +61,18 @@ def _score(results: list[Any]) -> dict[str, float]:
             "mean_speedup": sum(sp) / len(sp) if sp else 0.0, "n": float(len(results))}
 
 
-def heldout_eval(engine: Engine, tok: Any, cache: EvalCache, chains: list[tuple[str, ...]],
+def heldout_eval(engine: Engine, tok: Any, cache: EvalCache, items: list[Hashable],
                  cfg: TrainConfig) -> dict[str, Any]:
     """Pass rate, fast_1 (correct and faster than eager) and mean speedup of correct answers on the
-    held-out chains for the policy `engine` samples: greedy (one answer per chain) and, when
-    `eval.heldout_samples` > 1, sampled at temperature 1 (`sampled_*`, that many answers per chain)."""
+    held-out items of `cache.family` for the policy `engine` samples: greedy (one answer per item) and,
+    when `eval.heldout_samples` > 1, sampled at temperature 1 (`sampled_*`, that many answers per item)."""
     out: dict[str, Any] = {}
     for prefix, n in (("", 1), ("sampled_", cfg.eval.heldout_samples)):
         if prefix and n == 1:
             continue
-        answers = generate_answers(engine, tok, chains, samples=n,
-                                   max_new_tokens=cfg.rl.max_new_tokens, seed=cfg.seed + 17)
-        futs = [cache.submit(c, a) for c, per in zip(chains, answers, strict=True) for a in per]
+        answers = generate_answers(engine, tok, items, samples=n, max_new_tokens=cfg.rl.max_new_tokens,
+                                   seed=cfg.seed + 17, family=cache.family)
+        futs = [cache.submit(c, a) for c, per in zip(items, answers, strict=True) for a in per]
         out.update({prefix + k: v for k, v in _score([f.result() for f in futs]).items()})
         if not prefix:
             out["examples"] = [a[0] for a in answers[:4]]
@@ -95,10 +94,9 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
     cfg.save(run)
     if echo:
         print(f"kernelrl train: run directory {run}\n{cfg.to_yaml()}", flush=True)
-    train_chains, heldout = split_chains(seed=cfg.seed, min_len=cfg.task.min_ops, max_len=cfg.task.max_ops,
-                                         n_train=cfg.task.n_train, n_heldout=cfg.task.n_heldout)
-    tasks = {c: make_task(c, cfg.task.rows, cfg.task.cols) for c in train_chains + heldout}
-    model, tok = build_model(cfg.model, tokenizer_corpus(), cfg.seed)
+    family = make_family(cfg.task, cfg.seed)
+    train_items, heldout = family.train_items, family.heldout_items
+    model, tok = build_model(cfg.model, family.tokenizer_corpus(), cfg.seed)
     logger = MetricsLogger(run, cfg.tensorboard)
     ckpt = latest_checkpoint(run) if resume else None
     summary: dict[str, Any] = {"config": cfg.model_dump()}
@@ -106,10 +104,11 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
     own_pool = pool is None
     pool = pool or EvalPool(cfg.eval.workers, eval_config(cfg), sandbox=cfg.eval.sandbox)
     try:
-        cache = EvalCache(pool, tasks)
+        cache = EvalCache(pool, family)
         if ckpt is None:
             t0 = time.perf_counter()
-            pairs = sft_pairs(tok, train_chains, cfg.seed)
+            pairs = family.sft_pairs(tok, train_items, cfg.seed)  # empty: no warm-up data, SFT is skipped
+            summary["sft_pairs"] = len(pairs)
             losses = sft_train(model, pairs, steps=cfg.sft.steps, batch_size=cfg.sft.batch_size, lr=cfg.sft.lr,
                                seed=cfg.seed, pad_id=tok.pad_token_id)
             for i, loss in enumerate(losses):
@@ -117,7 +116,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
             times["sft_s"] = time.perf_counter() - t0
             save_weights(model, run / "sft_policy.safetensors")  # the pre-RL reference (Direct-OPD's teacher_ref)
         max_ctx = cfg.model.max_positions
-        trainer = RLTrainer(cfg.rl, model, tok, cache, train_chains, seed=cfg.seed, max_context=max_ctx)
+        trainer = RLTrainer(cfg.rl, model, tok, cache, train_items, seed=cfg.seed, max_context=max_ctx)
         models = {"policy": model, **({"ref": trainer.ref} if trainer.ref is not None else {}),
                   **({"prm": trainer.prm} if trainer.prm is not None else {})}
         if ckpt is not None:
@@ -136,7 +135,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
             times["heldout_sft_s"] = time.perf_counter() - t0
             logger.log("heldout", 0, {k: v for k, v in summary["after_sft"].items() if k != "examples"})
             if cfg.sft.rft_rounds:
-                summary["rft"] = rejection_finetune(cfg, trainer, cache, train_chains, logger)
+                summary["rft"] = rejection_finetune(cfg, trainer, cache, train_items, logger)
         total = cfg.rl.steps if stop_after is None else min(cfg.rl.steps, stop_after)
         bar = Progress(total - trainer.step_count, f"RL {cfg.rl.algo}/{cfg.rl.rollout}", cfg.progress)
         t0 = time.perf_counter()
@@ -173,17 +172,18 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
             pool.close()
 
 
-def rejection_finetune(cfg: TrainConfig, trainer: RLTrainer, cache: EvalCache, chains: list[tuple[str, ...]],
+def rejection_finetune(cfg: TrainConfig, trainer: RLTrainer, cache: EvalCache, chains: list[Hashable],
                        logger: MetricsLogger) -> dict[str, float]:
-    """RFT: sample the train chains, keep the answers the gym passed, fine-tune on them (per round)."""
+    """RFT: sample the train items, keep the answers the gym passed, fine-tune on them (per round)."""
+    family: TaskFamily = cache.family
     kept_total = 0
     rng = random.Random(cfg.seed + 99)
     for rnd in range(cfg.sft.rft_rounds):
         pick = rng.sample(chains, min(len(chains), cfg.rl.prompts_per_step * 2))
         answers = generate_answers(trainer.engine, trainer.tok, pick, samples=cfg.rl.group_size,
-                                   max_new_tokens=cfg.rl.max_new_tokens, seed=cfg.seed + 1000 * rnd)
+                                   max_new_tokens=cfg.rl.max_new_tokens, seed=cfg.seed + 1000 * rnd, family=family)
         futs = [(c, a, cache.submit(c, a)) for c, per in zip(pick, answers, strict=True) for a in per]
-        passing = [(encode_prompt(trainer.tok, prompt_text(c)), encode_answer(trainer.tok, a))
+        passing = [(family.prompt_ids(trainer.tok, c), encode_answer(trainer.tok, a))
                    for c, a, f in futs if f.result().correct]
         kept_total += len(passing)
         losses = sft_train(trainer.model, passing, steps=cfg.sft.rft_steps, batch_size=cfg.sft.batch_size,

@@ -58,7 +58,8 @@ def write_report(run_dir: str | Path, summary: dict[str, Any]) -> Path:
              f"algo `{cfg['rl']['algo']}`, rollout `{cfg['rl']['rollout']}`, reward `{cfg['rl']['reward']}`, "
              f"{cfg['rl']['steps']} RL steps x {cfg['rl']['prompts_per_step']} prompts x {cfg['rl']['group_size']} "
              f"samples, SFT {cfg['sft']['steps']} steps, seed {cfg['seed']}.", "",
-             f"## Held-out tasks ({int(a.get('n', 0))} unseen chains, "
+             f"## Held-out tasks ({int(a.get('n', 0))} unseen "
+             f"{'chains' if cfg['task']['family'] == 'tiny-elementwise' else cfg['task']['suite'] + ' tasks'}, "
              "greedy and sampled)", "",
              "| model | pass rate | fast_1 | mean speedup (correct) |", "|---|---|---|---|"]
     for pre, label in (("", "greedy"), ("sampled_", "sampled T=1")):

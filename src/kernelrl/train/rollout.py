@@ -14,11 +14,11 @@ import concurrent.futures as cf
 import random
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelrl.evaluate import Candidate, EvalPool, EvalResult
+from kernelrl.evaluate import EvalPool, EvalResult
 from kernelrl.generation import (
     CoprisScheduler,
     Engine,
@@ -27,9 +27,7 @@ from kernelrl.generation import (
     PromptGroup,
     SamplingParams,
 )
-from kernelrl.tasks.task import Task
-from kernelrl.train.family import candidate_source, prompt_text
-from kernelrl.train.model import encode_prompt
+from kernelrl.train.families import TaskFamily, TinyFamily, no_code_result
 
 
 @dataclass
@@ -39,7 +37,7 @@ class Sample:
     group: int  # prompt group within the step
     episode: int
     turn: int
-    chain: tuple[str, ...]
+    item: Hashable  # the family's task item (a chain, a task id)
     prompt_ids: list[int]
     response_ids: list[int]
     rollout_logprobs: list[float]
@@ -52,21 +50,27 @@ class Sample:
 
 
 class EvalCache:
-    """Pool futures keyed by (task id, candidate source): identical answers are judged once per run."""
+    """Pool futures keyed by (task id, candidate source): identical answers are judged once per run.
+    An answer without code is not sent to the gym; its verdict is `no_code_result` (reward 0)."""
 
-    def __init__(self, pool: EvalPool, tasks: dict[tuple[str, ...], Task]) -> None:
-        self.pool, self.tasks = pool, tasks
-        self._futures: dict[tuple[str, str], cf.Future[EvalResult]] = {}
+    def __init__(self, pool: EvalPool, family: TaskFamily) -> None:
+        self.pool, self.family = pool, family
+        self._futures: dict[tuple[str, str | None], cf.Future[EvalResult]] = {}
         self.submitted = self.hits = 0
 
-    def submit(self, chain: tuple[str, ...], answer: str) -> cf.Future[EvalResult]:
-        source = candidate_source(answer)
-        key = (self.tasks[chain].id, source)
+    def submit(self, item: Hashable, answer: str) -> cf.Future[EvalResult]:
+        task = self.family.task(item)
+        cand = self.family.candidate(item, answer)
+        key = (task.id, cand.source if cand is not None else None)
         fut = self._futures.get(key)
         if fut is None:
-            fut = self.pool.submit(self.tasks[chain], Candidate(source, "cpu"))
+            if cand is None:
+                fut = cf.Future()
+                fut.set_result(no_code_result(task, getattr(self.family, "backend", "cpu")))
+            else:
+                fut = self.pool.submit(task, cand)
+                self.submitted += 1
             self._futures[key] = fut
-            self.submitted += 1
         else:
             self.hits += 1
         return fut
@@ -89,44 +93,45 @@ class EvalOnFinish:
 
 
 class PromptStream:
-    """Endless prompt groups over the train chains: a fresh seeded permutation per epoch; `cursor`
+    """Endless prompt groups over the train items: a fresh seeded permutation per epoch; `cursor`
     counts groups handed out, so a resumed run continues the same stream."""
 
-    def __init__(self, chains: list[tuple[str, ...]], tok: Any, params: SamplingParams, seed: int,
-                 cursor: int = 0) -> None:
-        self.chains, self.tok, self.params, self.seed, self.cursor = chains, tok, params, seed, cursor
+    def __init__(self, items: list[Hashable], tok: Any, params: SamplingParams, seed: int,
+                 cursor: int = 0, family: TaskFamily | None = None) -> None:
+        self.items, self.tok, self.params, self.seed, self.cursor = items, tok, params, seed, cursor
+        self.family = family or TinyFamily([], [])
 
-    def chain_at(self, k: int) -> tuple[str, ...]:
-        epoch, i = divmod(k, len(self.chains))
-        order = list(range(len(self.chains)))
+    def item_at(self, k: int) -> Hashable:
+        epoch, i = divmod(k, len(self.items))
+        order = list(range(len(self.items)))
         random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
-        return self.chains[order[i]]
+        return self.items[order[i]]
 
     def __iter__(self) -> Iterator[PromptGroup]:
         while True:
             k = self.cursor
             self.cursor += 1
-            chain = self.chain_at(k)
+            item = self.item_at(k)
             seed = zlib.crc32(f"{self.seed}:{k}".encode())
-            yield PromptGroup(f"{k}", tuple(encode_prompt(self.tok, prompt_text(chain))), self.params.replace(seed=seed))
+            yield PromptGroup(f"{k}", tuple(self.family.prompt_ids(self.tok, item)), self.params.replace(seed=seed))
 
 
 def feedback_suffix(result: EvalResult | None) -> str:
-    """The next user turn of a multi-turn episode: the gym's status, short enough for a tiny model."""
-    status = str(result.status) if result is not None else "no_answer"
-    return f"\nresult: {status}\nfix:"
+    """The tiny family's next user turn (the gym's status); other families: `TaskFamily.feedback_text`."""
+    return TinyFamily([], []).feedback_text(result)
 
 
 class Rollout:
     """Produces one step's samples: prompt groups -> engine -> pool futures -> (more turns)."""
 
-    def __init__(self, engine: Engine, tok: Any, cache: EvalCache, chains: list[tuple[str, ...]], *,
+    def __init__(self, engine: Engine, tok: Any, cache: EvalCache, items: list[Hashable], *,
                  group_size: int, prompts_per_step: int, params: SamplingParams, mode: str, concurrency: int,
                  turns: int, seed: int, cursor: int = 0) -> None:
         self.tok, self.cache, self.turns, self.params = tok, cache, turns, params
-        self.stream = PromptStream(chains, tok, params, seed, cursor)
+        self.family = cache.family
+        self.stream = PromptStream(items, tok, params, seed, cursor, self.family)
         self._futures: dict[str, cf.Future[EvalResult]] = {}
-        self._chain_of: dict[str, tuple[str, ...]] = {}
+        self._item_of: dict[str, Hashable] = {}
         self.wrapped = EvalOnFinish(engine, self._submit)
         self.engine = engine
         self.scheduler = CoprisScheduler(self.wrapped, self.stream, group_size=group_size,
@@ -156,8 +161,8 @@ class Rollout:
             self._futures[rid] = future
 
     def _submit(self, res: GenerationResult) -> None:
-        chain = self._chain_of.get(res.request_id) or self.stream.chain_at(int((res.group_id or "0").split("#")[0]))
-        self._futures[res.request_id] = self.cache.submit(chain, self._text(res))
+        item = self._item_of.get(res.request_id) or self.stream.item_at(int((res.group_id or "0").split("#")[0]))
+        self._futures[res.request_id] = self.cache.submit(item, self._text(res))
 
     def _text(self, res: GenerationResult) -> str:
         return self.tok.decode(res.token_ids, skip_special_tokens=True)
@@ -170,8 +175,8 @@ class Rollout:
         samples: list[Sample] = []
         for g, group in enumerate(batch.groups):
             for res in group:
-                chain = self.stream.chain_at(int(res.group_id or "0"))
-                samples.append(Sample(g, len(samples), 0, chain, list(res.prompt_token_ids), list(res.token_ids),
+                item = self.stream.item_at(int(res.group_id or "0"))
+                samples.append(Sample(g, len(samples), 0, item, list(res.prompt_token_ids), list(res.token_ids),
                                       list(res.logprobs), list(res.policy_versions), self._text(res),
                                       res.finish_reason))
                 samples[-1].extras["request_id"] = res.request_id
@@ -191,12 +196,15 @@ class Rollout:
         return samples
 
     def _next_turn(self, unsolved: list[Sample], turn: int) -> list[Sample]:
-        reqs = []
+        reqs, fits = [], []
         for s in unsolved:
-            ctx = s.prompt_ids + s.response_ids + self.tok.encode(feedback_suffix(s.result), add_special_tokens=False)
+            ctx = s.prompt_ids + s.response_ids + self.family.next_turn_ids(self.tok, s.result, s.response_ids)
+            if len(ctx) >= self.engine.max_context:  # no room left for another answer: the episode ends here
+                continue
+            fits.append(s)
             seed = zlib.crc32(f"{self.stream.seed}:{s.extras['request_id']}:{turn}".encode())
             rid = f"{s.extras['request_id']}#t{turn}"
-            self._chain_of[rid] = s.chain
+            self._item_of[rid] = s.item
             reqs.append(GenerationRequest(tuple(ctx), self.params.replace(seed=seed), rid, f"{rid}"))
         t0 = time.perf_counter()
         for r in reqs:
@@ -207,12 +215,12 @@ class Rollout:
                 results[res.request_id] = res
         gen_s = time.perf_counter() - t0
         out = []
-        for s, r in zip(unsolved, reqs, strict=True):
+        for s, r in zip(fits, reqs, strict=True):
             res = results[r.request_id]
-            nxt = Sample(s.group, s.episode, turn, s.chain, list(r.prompt_token_ids), list(res.token_ids),
+            nxt = Sample(s.group, s.episode, turn, s.item, list(r.prompt_token_ids), list(res.token_ids),
                          list(res.logprobs), list(res.policy_versions), self._text(res), res.finish_reason)
             nxt.extras = {"request_id": r.request_id, "gen_s": gen_s / max(1, len(reqs))}
             nxt.result = self._futures.pop(r.request_id).result()
-            self._chain_of.pop(r.request_id, None)
+            self._item_of.pop(r.request_id, None)
             out.append(nxt)
         return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections.abc import Hashable
 from typing import Any
 
 import torch
@@ -30,9 +31,9 @@ from kernelrl.rl import (
 )
 from kernelrl.rl.masked import masked_mean
 from kernelrl.train.config import RLConfig
-from kernelrl.train.family import prompt_text
+from kernelrl.train.families import TaskFamily, TinyFamily
 from kernelrl.train.logprobs import pad_responses, response_logprobs
-from kernelrl.train.model import clone_model, encode_prompt
+from kernelrl.train.model import clone_model
 from kernelrl.train.rollout import EvalCache, Rollout, Sample
 
 
@@ -59,7 +60,7 @@ def _stack(samples: list[Sample], key: str) -> torch.Tensor:
 class RLTrainer:
     """Owns the policy, its optimizer, the reference (and PRIME's PRM) and the rollout machinery."""
 
-    def __init__(self, cfg: RLConfig, model: Any, tok: Any, cache: EvalCache, chains: list[tuple[str, ...]], *,
+    def __init__(self, cfg: RLConfig, model: Any, tok: Any, cache: EvalCache, items: list[Hashable], *,
                  seed: int, max_context: int, cursor: int = 0) -> None:
         self.cfg, self.model, self.tok, self.seed = cfg, model, tok, seed
         self.pad = tok.pad_token_id or 0
@@ -79,7 +80,7 @@ class RLTrainer:
         self.engine = Engine(model, tok, max_batch_size=max(cfg.concurrency, cfg.group_size * cfg.prompts_per_step),
                              max_context=max_context, seed=seed)
         sp = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens)
-        self.rollout = Rollout(self.engine, tok, cache, chains, group_size=cfg.group_size,
+        self.rollout = Rollout(self.engine, tok, cache, items, group_size=cfg.group_size,
                                prompts_per_step=cfg.prompts_per_step, params=sp, mode=cfg.rollout,
                                concurrency=cfg.concurrency, turns=cfg.turns, seed=seed, cursor=cursor)
         self.step_count = 0
@@ -255,14 +256,15 @@ class RLTrainer:
         return proc, {"prime/prm_loss": loss_sum, "prime/process_reward_mean": float(masked_mean(proc, mask))}
 
 
-def generate_answers(engine: Engine, tok: Any, chains: list[tuple[str, ...]], *, samples: int, max_new_tokens: int,
-                     seed: int) -> list[list[str]]:
-    """Answers per chain: greedy when `samples` is 1, else `samples` draws at temperature 1."""
+def generate_answers(engine: Engine, tok: Any, items: list[Hashable], *, samples: int, max_new_tokens: int,
+                     seed: int, family: TaskFamily | None = None) -> list[list[str]]:
+    """Answers per item: greedy when `samples` is 1, else `samples` draws at temperature 1."""
+    family = family or TinyFamily([], [])
     params = SamplingParams(temperature=0.0 if samples == 1 else 1.0, max_new_tokens=max_new_tokens, seed=seed)
-    reqs = [GenerationRequest(tuple(encode_prompt(tok, prompt_text(c))), params.replace(seed=seed + 7919 * i + j),
-                              f"h{i}/{j}") for i, c in enumerate(chains) for j in range(samples)]
+    reqs = [GenerationRequest(tuple(family.prompt_ids(tok, c)), params.replace(seed=seed + 7919 * i + j),
+                              f"h{i}/{j}") for i, c in enumerate(items) for j in range(samples)]
     res = engine.generate(reqs)
-    out: list[list[str]] = [[] for _ in chains]
+    out: list[list[str]] = [[] for _ in items]
     for r in res:
         out[int(r.request_id[1:].split("/")[0])].append(tok.decode(r.token_ids, skip_special_tokens=True))
     return out
