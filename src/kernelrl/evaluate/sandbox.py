@@ -18,6 +18,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -96,14 +97,28 @@ def bwrap_command(cache_dir: str) -> list[str]:
     return args
 
 
+_PREPARED: set[str] = set()
+_PREPARE_LOCK = threading.Lock()
+
+
 def prepare_cache(cache_dir: str) -> None:
     """Lay out the build cache: `native` writable by this (the supervisors') uid only, the rest shared.
 
     Evaluations get native libraries from the supervisor's build service, so as root `native` and its
     key directories are root's with mode 0755, and a library there that another uid could have written
     (left by an older kernelrl that let evaluations write the cache) is removed: it cannot be trusted.
-    The torch_extensions and triton caches stay writable by every slot's uid (mode 1777).
+    The torch_extensions and triton caches stay writable by every slot's uid (mode 1777). Runs once per
+    process and cache (the workers of a pool start concurrently); entries that vanish mid-scan (another
+    process's build being renamed into place) are skipped.
     """
+    with _PREPARE_LOCK:
+        if cache_dir in _PREPARED:
+            return
+        _prepare_cache(cache_dir)
+        _PREPARED.add(cache_dir)
+
+
+def _prepare_cache(cache_dir: str) -> None:
     for sub in ("", "native", "torch_extensions", "triton"):
         os.makedirs(os.path.join(cache_dir, sub), exist_ok=True)
     if os.geteuid() != 0:
@@ -116,13 +131,20 @@ def prepare_cache(cache_dir: str) -> None:
     for entry in Path(cache_dir, "native").iterdir():
         if entry.name.startswith(".build-"):
             continue  # a supervisor's build in progress (or a stale one: never read)
-        if entry.is_symlink() or not entry.is_dir():
-            entry.unlink(missing_ok=True)
+        try:
+            if entry.is_symlink() or not entry.is_dir():
+                entry.unlink(missing_ok=True)
+                continue
+            os.chown(entry, 0, 0)
+            os.chmod(entry, 0o755)
+            items = list(entry.iterdir())
+        except FileNotFoundError:
             continue
-        os.chown(entry, 0, 0)
-        os.chmod(entry, 0o755)
-        for item in entry.iterdir():
-            st = item.lstat()
+        for item in items:
+            try:
+                st = item.lstat()
+            except FileNotFoundError:
+                continue
             if item.is_symlink() or st.st_uid != 0 or st.st_mode & 0o022:
                 if item.is_dir() and not item.is_symlink():
                     shutil.rmtree(item, ignore_errors=True)

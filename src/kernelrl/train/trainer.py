@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import random
 import time
+import warnings
 from collections.abc import Hashable
 from typing import Any
 
@@ -159,8 +160,10 @@ class RLTrainer:
         cfg = self.cfg
         kept = self._keep(samples)
         metrics: dict[str, float] = {"kept_fraction": len(kept) / max(1, len(samples))}
-        if not kept:
-            self.sched.step()
+        if not kept:  # nothing to learn from (e.g. every group had zero reward variance): the schedule still advances
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step\\(\\)` before")
+                self.sched.step()
             return metrics
         _, mask = pad_responses([s.response_ids for s in kept], self.pad)
         width = mask.shape[1]
