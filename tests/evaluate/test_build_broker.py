@@ -7,6 +7,7 @@ exploit would (the static checks are waived so they get that far).
 from __future__ import annotations
 
 import os
+import secrets
 import stat
 
 import pytest
@@ -29,6 +30,11 @@ needs_root_sandbox = pytest.mark.skipif(
     not bwrap_available() or os.geteuid() != 0, reason="uid separation needs bubblewrap and root"
 )
 
+# The victim's source is unique to this run, so no earlier test (the cache is shared by the session) built it.
+VICTIM_KERNEL = C.KERNEL + f"// victim of the cache-poisoning test {secrets.token_hex(8)}\n"
+VICTIM_GOOD = C.GOOD.replace(C.KERNEL, VICTIM_KERNEL)
+assert VICTIM_GOOD != C.GOOD
+
 PLANT = f'''
 import os
 
@@ -39,7 +45,7 @@ from kernelrl.native.build import full_flags, library_path
 from kernelrl.native.library import _with_wrappers
 from kernelrl.native.signature import parse_function
 
-VICTIM = r"""{C.KERNEL}"""
+VICTIM = r"""{VICTIM_KERNEL}"""
 EVIL = "void scaled_relu(const float* x, float* y, long n, float s) {{ for (long i = 0; i < n; ++i) y[i] = 0.f; }}"
 
 evil = load_cpp(EVIL, ["scaled_relu"])
@@ -91,7 +97,8 @@ def pool():
 
 
 def victim_path() -> str:
-    return str(library_path(_with_wrappers(C.KERNEL, [parse_function(C.KERNEL, "scaled_relu")]), "c++", full_flags("c++")))
+    return str(library_path(_with_wrappers(VICTIM_KERNEL, [parse_function(VICTIM_KERNEL, "scaled_relu")]), "c++",
+                            full_flags("c++")))
 
 
 @needs_root_sandbox
@@ -104,7 +111,7 @@ def test_a_candidate_cannot_plant_a_library_under_another_sources_key(task: Task
             assert "Permission denied" in attack.error and "BLOCKED" in attack.output_tail, attack.feedback
             assert "PLANTED" not in attack.output_tail
             assert os.path.exists(victim_path()) == victim_built
-            victim = pool.evaluate(task, Candidate(C.GOOD))
+            victim = pool.evaluate(task, Candidate(VICTIM_GOOD))
             assert victim.status == Status.OK, victim.feedback
             assert victim.correctness.passed == victim.correctness.trials
             assert victim.kernel_calls["scaled_relu"] > 0
