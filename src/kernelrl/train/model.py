@@ -18,16 +18,20 @@ def build_model(cfg: ModelConfig, corpus: list[str], seed: int) -> tuple[Any, An
         model = build_tiny_causal_lm(len(tok), hidden_size=cfg.hidden_size, num_layers=cfg.num_layers,
                                      num_heads=cfg.num_heads, max_position_embeddings=cfg.max_positions,
                                      initializer_range=0.02, seed=seed)
-    else:  # pragma: no cover - real checkpoints are for GPU presets
+    else:  # a Hub name or a local checkpoint directory
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         tok = AutoTokenizer.from_pretrained(cfg.name)
         model = AutoModelForCausalLM.from_pretrained(cfg.name, dtype=getattr(torch, cfg.dtype))
+        if tok.pad_token_id is None:  # many chat models ship without one; padding positions are masked anyway
+            tok.pad_token = tok.eos_token
     return model.to(cfg.device), tok
 
 
 def encode_prompt(tok: Any, text: str) -> list[int]:
-    return [tok.bos_token_id, *tok.encode(text, add_special_tokens=False)]
+    """Prompt ids: BOS (when the tokenizer has one; Qwen's has none) and the text."""
+    bos = [] if tok.bos_token_id is None else [tok.bos_token_id]
+    return [*bos, *tok.encode(text, add_special_tokens=False)]
 
 
 def encode_answer(tok: Any, text: str) -> list[int]:
