@@ -109,3 +109,23 @@ def test_run_train_on_a_suite(tmp_path: Path, smoke_cfg: TrainConfig, pool: Eval
     assert [r["step"] for r in rows] == [1, 2]
     assert all(math.isfinite(r["reward/mean"]) and 0.0 <= r["rollout/pass_rate"] <= 1.0 for r in rows)
     assert "level1 tasks" in (tmp_path / "report.md").read_text()
+
+
+def test_suite_run_resumes_exactly(tmp_path: Path, smoke_cfg: TrainConfig, pool: EvalPool) -> None:
+    """Multi-turn TRLOO on the suite, interrupted after step 2 and resumed: the same metrics step by step."""
+    cfg = smoke_cfg.model_copy(deep=True)
+    cfg.task = TaskConfig(**TASK)
+    cfg.model.max_positions = 2048
+    cfg.sft.steps, cfg.sft.batch_size = 2, 2
+    cfg.rl = cfg.rl.model_copy(update={"steps": 4, "prompts_per_step": 2, "group_size": 2, "max_new_tokens": 12,
+                                       "turns": 2, "algo": "trloo"})
+    cfg.tensorboard, cfg.checkpoint_every = False, 2
+    run_train(cfg, run_dir=tmp_path / "full", echo=False, pool=pool)
+    run_train(cfg, run_dir=tmp_path / "split", echo=False, pool=pool, stop_after=2)
+    summary = run_train(cfg, run_dir=tmp_path / "split", echo=False, pool=pool, resume=True)
+    assert summary["resumed_from"].endswith("step_2")
+    a, b = read_metrics(tmp_path / "full", "rl"), read_metrics(tmp_path / "split", "rl")
+    assert [r["step"] for r in b] == [1, 2, 3, 4]
+    for ra, rb in zip(a, b, strict=True):
+        for key in ("reward/mean", "rollout/pass_rate", "response_length", "loss", "grad_norm", "adv_abs_mean"):
+            assert rb[key] == pytest.approx(ra[key], rel=1e-5, abs=1e-7), (ra["step"], key)
