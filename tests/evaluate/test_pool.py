@@ -133,11 +133,42 @@ def test_evaluate_many_returns_every_result(pool: EvalPool, task: Task) -> None:
 
 
 def test_reference_timing_is_cached_per_worker(task: Task) -> None:
+    """The reference is timed once per worker, in a process of its own, and reused."""
     with EvalPool(workers=1, config=CONFIG) as single:
         first = single.evaluate(task, Candidate(C.GOOD))
         second = single.evaluate(task, Candidate(C.GOOD))
-    assert not first.timing.reference_cached and second.timing.reference_cached
+    assert first.timing.reference_cached and second.timing.reference_cached
     assert second.timing.reference_ms == first.timing.reference_ms
+
+
+SLOW_DOWN_REFERENCE = C.GOOD.replace(
+    "lib = load_cpp(",
+    """import sys
+import time
+
+reference = sys.modules.get("kernelrl_reference")  # the task's module, loaded in this process first
+if reference is not None:
+    original = reference.Model.forward
+
+    def slowed(self, *args):
+        time.sleep(0.03)
+        return original(self, *args)
+
+    reference.Model.forward = slowed
+
+lib = load_cpp(""",
+)
+
+
+def test_a_candidate_cannot_slow_the_reference_it_is_compared_with(task: Task) -> None:
+    """A candidate that wraps the reference's forward in a sleep (static checks waived here) would look
+    ~100x faster if the reference were timed in its process; it is timed in a process of its own."""
+    assert SLOW_DOWN_REFERENCE != C.GOOD
+    with EvalPool(workers=1, config=CONFIG) as single:
+        hacked = single.evaluate(task, Candidate(SLOW_DOWN_REFERENCE))  # the worker's first job on this task
+    assert hacked.status == Status.OK, hacked.feedback
+    assert hacked.timing.reference_ms < 15  # a 30 ms sleep per reference call never reached the timing
+    assert hacked.timing.speedup < 5
 
 
 def test_a_killed_worker_is_replaced_and_the_job_rerun(task: Task) -> None:

@@ -177,9 +177,50 @@ class Supervisor:
         started = time.perf_counter()
         config = EvalConfig.from_dict(job["config"])
         cache_key = self._cache_key(job)
+        _preload_for(job["candidate"]["backend"])
+        if cache_key and cache_key not in self.reference_cache and config.measure_timing:
+            self._time_reference(job, cache_key)
         if cache_key and cache_key in self.reference_cache:
             job = {**job, "cached_reference": self.reference_cache[cache_key]}
-        _preload_for(job["candidate"]["backend"])
+        result = self._run_child(job, config)
+        result.total_s = time.perf_counter() - started
+        result.feedback = build_feedback(result)
+        timing = result.timing
+        if cache_key and timing and not timing.reference_cached and timing.reference_ms is not None:
+            self.reference_cache[cache_key] = {
+                "reference_ms": timing.reference_ms,
+                "reference_spread_ms": timing.reference_spread_ms,
+                "compiled_reference_ms": timing.compiled_reference_ms,
+            }
+        self.jobs_run += 1
+        return result.to_dict()
+
+    def _time_reference(self, job: dict[str, Any], cache_key: str) -> None:
+        """Time the task's reference in a process that runs no candidate code (the task's own `Model` as
+        `ModelNew`), and cache it: a candidate can then neither slow the reference it is compared with
+        (background work during the reference's timing) nor poison the timing later candidates get."""
+        task, compiled = job["task"], bool(job["config"].get("compile_baseline"))
+        reference_job = {
+            **job,
+            "candidate": {**job["candidate"], "source": f"{task['source']}\n\nModelNew = Model\n"},
+            "config": {**job["config"], "guards": False, "static_severity": {"*": "warn"}, "correctness_trials": 1},
+            # The "candidate" is the reference itself (with the reference's weights), so its timing is the
+            # reference's: a placeholder skips timing the same code twice (unless torch.compile is wanted).
+            "cached_reference": None if compiled else {"reference_ms": 1.0, "reference_spread_ms": 0.0},
+        }
+        result = self._run_child(reference_job, EvalConfig.from_dict(reference_job["config"]))
+        timing = result.timing
+        if result.status != Status.OK or timing is None or timing.candidate_ms is None:
+            return  # the candidate's own evaluation reports what is wrong with the task
+        self.reference_cache[cache_key] = {
+            "reference_ms": timing.reference_ms if compiled else timing.candidate_ms,
+            "reference_spread_ms": timing.reference_spread_ms if compiled else timing.candidate_spread_ms,
+            "compiled_reference_ms": timing.compiled_reference_ms,
+        }
+
+    def _run_child(self, job: dict[str, Any], config: EvalConfig) -> EvalResult:
+        """Fork a disposable child for `job`, serve its builds, follow its stages; its result (never raises
+        for anything the child does)."""
         workdir = tempfile.mkdtemp(prefix="kernelrl-eval-")
         output_path = os.path.join(workdir, ".output")
         key = secrets.token_bytes(32)
@@ -208,17 +249,7 @@ class Supervisor:
         result.output_tail = output
         if size > config.output_limit_mb * 2**20 * 0.99:
             result.notes.append(f"the candidate printed {size / 2**20:.1f} MiB, at the output limit")
-        result.total_s = time.perf_counter() - started
-        result.feedback = build_feedback(result)
-        timing = result.timing
-        if cache_key and timing and not timing.reference_cached and timing.reference_ms is not None:
-            self.reference_cache[cache_key] = {
-                "reference_ms": timing.reference_ms,
-                "reference_spread_ms": timing.reference_spread_ms,
-                "compiled_reference_ms": timing.compiled_reference_ms,
-            }
-        self.jobs_run += 1
-        return result.to_dict()
+        return result
 
     def _watch(
         self,
