@@ -178,11 +178,15 @@ class Supervisor:
         config = EvalConfig.from_dict(job["config"])
         cache_key = self._cache_key(job)
         _preload_for(job["candidate"]["backend"])
-        if cache_key and cache_key not in self.reference_cache and config.measure_timing:
-            self._time_reference(job, cache_key)
+        fresh = False
+        if cache_key and cache_key not in self.reference_cache and config.measure_timing and not job.get("cached_reference"):
+            fresh = self._time_reference(job, cache_key)
         if cache_key and cache_key in self.reference_cache:
             job = {**job, "cached_reference": self.reference_cache[cache_key]}
         result = self._run_child(job, config)
+        if fresh and result.timing is not None and result.timing.reference_cached:
+            result.timing.reference_cached = False  # measured for this job, in a process of its own
+            result.notes.append("reference timed in a separate process that ran no candidate code")
         result.total_s = time.perf_counter() - started
         result.feedback = build_feedback(result)
         timing = result.timing
@@ -195,7 +199,7 @@ class Supervisor:
         self.jobs_run += 1
         return result.to_dict()
 
-    def _time_reference(self, job: dict[str, Any], cache_key: str) -> None:
+    def _time_reference(self, job: dict[str, Any], cache_key: str) -> bool:
         """Time the task's reference in a process that runs no candidate code (the task's own `Model` as
         `ModelNew`), and cache it: a candidate can then neither slow the reference it is compared with
         (background work during the reference's timing) nor poison the timing later candidates get."""
@@ -211,12 +215,13 @@ class Supervisor:
         result = self._run_child(reference_job, EvalConfig.from_dict(reference_job["config"]))
         timing = result.timing
         if result.status != Status.OK or timing is None or timing.candidate_ms is None:
-            return  # the candidate's own evaluation reports what is wrong with the task
+            return False  # the candidate's own evaluation reports what is wrong with the task
         self.reference_cache[cache_key] = {
             "reference_ms": timing.reference_ms if compiled else timing.candidate_ms,
             "reference_spread_ms": timing.reference_spread_ms if compiled else timing.candidate_spread_ms,
             "compiled_reference_ms": timing.compiled_reference_ms,
         }
+        return True
 
     def _run_child(self, job: dict[str, Any], config: EvalConfig) -> EvalResult:
         """Fork a disposable child for `job`, serve its builds, follow its stages; its result (never raises
