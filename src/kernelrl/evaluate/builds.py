@@ -14,7 +14,7 @@ import errno
 import os
 import select
 import shutil
-import signal
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -25,6 +25,7 @@ from kernelrl.native.build import (
     DEFAULT_FLAGS,
     SOURCE_NAME,
     CompileError,
+    as_uid,
     compiler_for,
     library_path,
     run_compiler,
@@ -118,17 +119,11 @@ def _trusted(path: Path) -> bool:
 
 
 def kill_all_of(uid: int) -> None:
-    """SIGKILL every process of `uid` (a compiler that left something behind), from a forked helper."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            os.kill(-1, signal.SIGKILL)  # as `uid`: reaches exactly the processes of that uid
-        finally:
-            os._exit(0)
-    os.waitpid(pid, 0)
+    """SIGKILL every process of `uid` (a compiler that left something behind): `kill -9 -1` run as `uid`
+    reaches exactly the processes of that uid."""
+    command, as_user = as_uid(["kill", "-9", "-1"], uid)
+    subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   check=False, **as_user)
 
 
 def send_reply(fd: int, data: bytes, deadline: float) -> bool:

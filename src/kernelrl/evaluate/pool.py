@@ -24,7 +24,13 @@ from typing import Any
 import kernelrl
 from kernelrl.evaluate.candidate import Candidate
 from kernelrl.evaluate.config import EvalConfig, default_workers
-from kernelrl.evaluate.protocol import MessageReader, ProtocolError, write_message
+from kernelrl.evaluate.protocol import (
+    MessageReader,
+    ProtocolError,
+    reference_cache_key,
+    reference_entry,
+    write_message,
+)
 from kernelrl.evaluate.result import EvalResult, StageReport, Status
 from kernelrl.evaluate.sandbox import (
     bwrap_available,
@@ -160,6 +166,8 @@ class EvalPool:
         self._ids = itertools.count()
         self._closed = False
         self.restarts = 0
+        self._references: dict[str, dict[str, Any]] = {}  # reference timings shared by the workers
+        self._references_lock = threading.Lock()
         self._threads = [
             threading.Thread(target=self._serve, args=(i,), daemon=True, name=f"eval-worker-{i}") for i in range(self.size)
         ]
@@ -193,10 +201,21 @@ class EvalPool:
 
     def _run_with_retry(self, worker: Worker, job: dict[str, Any]) -> EvalResult:
         config = EvalConfig.from_dict(job["config"])
+        key = reference_cache_key(job)
+        if key and not job.get("cached_reference"):
+            with self._references_lock:
+                cached = self._references.get(key)
+            if cached:  # another worker already timed this reference (in a clean process)
+                job = {**job, "cached_reference": cached}
         reason = ""
         for _attempt in range(2):
             try:
-                return EvalResult.from_dict(worker.run(job, _job_deadline(config)))
+                result = EvalResult.from_dict(worker.run(job, _job_deadline(config)))
+                timing = result.timing
+                if key and timing and not timing.reference_cached and timing.reference_ms is not None:
+                    with self._references_lock:
+                        self._references.setdefault(key, reference_entry(timing))
+                return result
             except WorkerDied as exc:
                 reason = str(exc)
                 self.restarts += 1

@@ -33,7 +33,13 @@ from kernelrl.evaluate.candidate import Candidate
 from kernelrl.evaluate.config import EvalConfig
 from kernelrl.evaluate.feedback import build_feedback
 from kernelrl.evaluate.pipeline import run_pipeline
-from kernelrl.evaluate.protocol import MessageReader, ProtocolError, write_message
+from kernelrl.evaluate.protocol import (
+    MessageReader,
+    ProtocolError,
+    reference_cache_key,
+    reference_entry,
+    write_message,
+)
 from kernelrl.evaluate.result import EvalResult, StageReport, Status
 from kernelrl.evaluate.sandbox import build_uid, drop_privileges
 from kernelrl.native.build import BuildBroker, set_build_broker
@@ -165,18 +171,10 @@ class Supervisor:
         self.jobs_run = 0
         self.builds = BuildService(build_uid())
 
-    def _cache_key(self, job: dict[str, Any]) -> str | None:
-        cfg = job["config"]
-        if not cfg.get("cache_reference_timing", True):
-            return None
-        keep = ("warmup", "timing_trials", "timing_budget_s", "compile_baseline", "seed", "num_threads", "device_index")
-        task = job["task"]
-        return json.dumps([task["source"], task["seed"], job["candidate"]["backend"], {k: cfg.get(k) for k in keep}])
-
     def run_job(self, job: dict[str, Any]) -> dict[str, Any]:
         started = time.perf_counter()
         config = EvalConfig.from_dict(job["config"])
-        cache_key = self._cache_key(job)
+        cache_key = reference_cache_key(job)
         _preload_for(job["candidate"]["backend"])
         fresh = False
         if cache_key and cache_key not in self.reference_cache and config.measure_timing and not job.get("cached_reference"):
@@ -191,11 +189,7 @@ class Supervisor:
         result.feedback = build_feedback(result)
         timing = result.timing
         if cache_key and timing and not timing.reference_cached and timing.reference_ms is not None:
-            self.reference_cache[cache_key] = {
-                "reference_ms": timing.reference_ms,
-                "reference_spread_ms": timing.reference_spread_ms,
-                "compiled_reference_ms": timing.compiled_reference_ms,
-            }
+            self.reference_cache[cache_key] = reference_entry(timing)
         self.jobs_run += 1
         return result.to_dict()
 
