@@ -33,6 +33,11 @@ class _NoGym:
 
     hits = 0
 
+    def __init__(self, chains: list) -> None:
+        from kernelrl.train.families import TinyFamily
+
+        self.family = TinyFamily(chains, [])
+
 
 def ours(args: argparse.Namespace, chains: list) -> tuple[list[float], list[float]]:
     from kernelrl.train.trainer import RLTrainer
@@ -42,7 +47,7 @@ def ours(args: argparse.Namespace, chains: list) -> tuple[list[float], list[floa
                              tokenizer_corpus(), 0)
     rl = RLConfig(algo="grpo", group_size=args.group, prompts_per_step=args.prompts, max_new_tokens=args.new,
                   micro_batch_size=args.prompts * args.group, dynamic_sampling=False, lr=1e-4)
-    tr = RLTrainer(rl, model, tok, _NoGym(), chains, seed=0, max_context=cfg.model.max_positions)  # type: ignore[arg-type]
+    tr = RLTrainer(rl, model, tok, _NoGym(chains), chains, seed=0, max_context=cfg.model.max_positions)  # type: ignore[arg-type]
     times: list[float] = []
     cpu: list[float] = []
     lengths: list[float] = []

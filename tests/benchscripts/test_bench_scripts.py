@@ -1,0 +1,34 @@
+"""Every benchmark script under bench/ still runs end to end (tiny settings; the numbers are not checked)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import kernelrl
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = str(Path(kernelrl.__file__).resolve().parents[1])
+TINY = {
+    "bench_rl_estimators.py": ["--samples", "256", "--tokens", "32", "--repeats", "1", "--threads", "1"],
+    "bench_guards.py": ["--n", "2"],
+    "bench_trainer_vs_trl.py": ["--steps", "2", "--prompts", "1", "--group", "2", "--new", "4"],
+    "bench_continuous_batching.py": ["--requests", "8", "--batch-size", "4", "--max-new-tokens", "16", "--hidden",
+                                     "32", "--layers", "1", "--repeats", "1"],
+    "bench_copris.py": ["--steps", "2", "--groups", "2", "--n", "2", "--concurrency", "4", "--max-new-tokens", "16",
+                        "--repeats", "1"],
+    "bench_synth.py": ["--n", "3"],
+}
+
+
+@pytest.mark.parametrize("script", sorted(TINY))
+def test_bench_script_runs(script: str) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / script), *TINY[script]], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert proc.stdout.strip()
