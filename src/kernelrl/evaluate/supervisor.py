@@ -28,6 +28,7 @@ import time
 import traceback
 from typing import Any
 
+from kernelrl.evaluate.backends import get_backend
 from kernelrl.evaluate.builds import MAX_REQUEST_BYTES, BadRequest, BuildService, send_reply
 from kernelrl.evaluate.candidate import Candidate
 from kernelrl.evaluate.config import EvalConfig
@@ -36,7 +37,6 @@ from kernelrl.evaluate.pipeline import run_pipeline
 from kernelrl.evaluate.protocol import (
     MessageReader,
     ProtocolError,
-    reference_cache_key,
     reference_entry,
     write_message,
 )
@@ -167,36 +167,35 @@ def _describe_exit(status: int) -> str:
 
 class Supervisor:
     def __init__(self) -> None:
-        self.reference_cache: dict[str, dict[str, Any]] = {}
         self.jobs_run = 0
         self.builds = BuildService(build_uid())
 
     def run_job(self, job: dict[str, Any]) -> dict[str, Any]:
+        """Evaluate one job. Unless the job brings a reference timing (the pool's cache, the service's
+        store), the reference is timed first in a child of its own and handed to the candidate's child."""
         started = time.perf_counter()
         config = EvalConfig.from_dict(job["config"])
-        cache_key = reference_cache_key(job)
-        _preload_for(job["candidate"]["backend"])
-        fresh = False
-        if cache_key and cache_key not in self.reference_cache and config.measure_timing and not job.get("cached_reference"):
-            fresh = self._time_reference(job, cache_key)
-        if cache_key and cache_key in self.reference_cache:
-            job = {**job, "cached_reference": self.reference_cache[cache_key]}
+        backend = job["candidate"]["backend"]
+        _preload_for(backend)
+        reference = None
+        if config.measure_timing and not job.get("cached_reference") and get_backend(backend).timing_meaningful():
+            reference = self._time_reference(job)
+            if reference is not None:
+                job = {**job, "cached_reference": reference}
         result = self._run_child(job, config)
-        if fresh and result.timing is not None and result.timing.reference_cached:
+        if reference is not None and result.timing is not None and result.timing.reference_cached:
             result.timing.reference_cached = False  # measured for this job, in a process of its own
             result.notes.append("reference timed in a separate process that ran no candidate code")
         result.total_s = time.perf_counter() - started
         result.feedback = build_feedback(result)
-        timing = result.timing
-        if cache_key and timing and not timing.reference_cached and timing.reference_ms is not None:
-            self.reference_cache[cache_key] = reference_entry(timing)
         self.jobs_run += 1
         return result.to_dict()
 
-    def _time_reference(self, job: dict[str, Any], cache_key: str) -> bool:
+    def _time_reference(self, job: dict[str, Any]) -> dict[str, Any] | None:
         """Time the task's reference in a process that runs no candidate code (the task's own `Model` as
-        `ModelNew`), and cache it: a candidate can then neither slow the reference it is compared with
-        (background work during the reference's timing) nor poison the timing later candidates get."""
+        `ModelNew`): a candidate can then neither slow the reference it is compared with (background work,
+        patching the reference module) nor poison the timing that later candidates reuse. None when the
+        reference does not run (its failure is then reported by the candidate's own evaluation)."""
         task, compiled = job["task"], bool(job["config"].get("compile_baseline"))
         reference_job = {
             **job,
@@ -209,13 +208,11 @@ class Supervisor:
         result = self._run_child(reference_job, EvalConfig.from_dict(reference_job["config"]))
         timing = result.timing
         if result.status != Status.OK or timing is None or timing.candidate_ms is None:
-            return False  # the candidate's own evaluation reports what is wrong with the task
-        self.reference_cache[cache_key] = {
-            "reference_ms": timing.reference_ms if compiled else timing.candidate_ms,
-            "reference_spread_ms": timing.reference_spread_ms if compiled else timing.candidate_spread_ms,
-            "compiled_reference_ms": timing.compiled_reference_ms,
-        }
-        return True
+            return None
+        if compiled:
+            return reference_entry(timing)
+        return {"reference_ms": timing.candidate_ms, "reference_spread_ms": timing.candidate_spread_ms,
+                "compiled_reference_ms": None}
 
     def _run_child(self, job: dict[str, Any], config: EvalConfig) -> EvalResult:
         """Fork a disposable child for `job`, serve its builds, follow its stages; its result (never raises
@@ -390,8 +387,6 @@ def _preload_for(backend: str) -> None:
     """Import a backend's heavy modules once here, so forked children start warm."""
     if backend in _PRELOADED:
         return
-    from kernelrl.evaluate.backends import get_backend
-
     spec = get_backend(backend)
     os.environ.update(spec.env)
     for module in spec.preload:
