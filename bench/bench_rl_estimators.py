@@ -237,11 +237,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.keep_freed_memory:
-        import ctypes
+        from kernelrl.evaluate.supervisor import keep_freed_memory
 
-        mallopt = ctypes.CDLL(None).mallopt
-        mallopt(-3, 2**30)  # M_MMAP_THRESHOLD: serve even 32 MiB tensors from the heap
-        mallopt(-1, 2**34)  # M_TRIM_THRESHOLD: never hand freed memory back
+        keep_freed_memory(largest_block=2**30)  # serve even the 32 MiB [B, T] tensors from the heap
 
     x = {k: v.to(args.device) for k, v in make_inputs(args.samples, args.tokens, args.group_size, args.seed).items()}
     print(f"{args.samples} samples x {args.tokens} tokens, group size {args.group_size}, "

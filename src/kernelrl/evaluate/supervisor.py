@@ -400,8 +400,9 @@ def _preload_for(backend: str) -> None:
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc mallopt parameters
 
 
-def keep_freed_memory() -> bool:
-    """Make glibc keep freed blocks (up to 32 MiB each) for reuse instead of returning them to the OS.
+def keep_freed_memory(largest_block: int = 32 * 2**20) -> bool:
+    """Make glibc keep freed blocks (up to `largest_block` bytes each) for reuse instead of returning them
+    to the OS.
 
     Otherwise each forked evaluation's heap layout decides whether a tensor freed by one call is
     handed back (and the next call's output page-faults in afresh) or reused, which changes timings
@@ -415,7 +416,7 @@ def keep_freed_memory() -> bool:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return False
-    return bool(mallopt(M_MMAP_THRESHOLD, 32 * 2**20)) and bool(mallopt(M_TRIM_THRESHOLD, 2**30))
+    return bool(mallopt(M_MMAP_THRESHOLD, largest_block)) and bool(mallopt(M_TRIM_THRESHOLD, max(2**30, 2 * largest_block)))
 
 
 def _warm() -> None:
