@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
-from kernelrl.generation.kv_cache import BatchKVCache, new_cache
+from kernelrl.generation.kv_cache import BatchKVCache, cache_kwarg, new_cache
 from kernelrl.generation.lean_decode import LeanDecoder
 from kernelrl.generation.prefix_cache import PrefixCache, PrefixEntry, batch_from_entries, entry_from_row
 from kernelrl.generation.records import GenerationRequest, GenerationResult
@@ -118,7 +118,7 @@ class Engine:
         self.policy_version = policy_version
         self.stats = EngineStats()
         params = inspect.signature(model.forward).parameters
-        self._cache_kwarg = "cache" if "cache" in params else "past_key_values"
+        self._cache_kwarg = cache_kwarg(model)
         self._logits_to_keep = "logits_to_keep" in params
         self._lean = LeanDecoder.for_model(model) if lean_decode else None
         self._seeds = random.Random(seed)

@@ -70,6 +70,14 @@ class BufferedLayer(DynamicLayer):
         return buf
 
 
+def cache_kwarg(model: torch.nn.Module) -> str:
+    """The keyword a model's forward takes its KV cache by: `cache` from transformers 5.2x on (where
+    `past_key_values` warns that it is deprecated), `past_key_values` before."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
 def new_cache() -> DynamicCache:
     """An empty DynamicCache whose layers are `BufferedLayer`s."""
     cache = DynamicCache()

@@ -96,6 +96,9 @@ def _shared_prompt_logits(model: Any, keys: list[tuple[int, ...]], responses: Se
     """
     from transformers import DynamicCache
 
+    from kernelrl.generation.kv_cache import cache_kwarg
+
+    cache_key = cache_kwarg(model)
     device = next(model.parameters()).device
     unique: dict[tuple[int, ...], int] = {}
     owner = torch.tensor([unique.setdefault(k, len(unique)) for k in keys], device=device)
@@ -104,17 +107,16 @@ def _shared_prompt_logits(model: Any, keys: list[tuple[int, ...]], responses: Se
     p_len = p_mask.sum(1)
     cache = DynamicCache(config=model.config)
     out = model(input_ids=p_ids, attention_mask=p_mask.long(), position_ids=torch.arange(p_ids.shape[1], device=device)
-                .unsqueeze(0).expand_as(p_ids), past_key_values=cache, use_cache=True)
+                .unsqueeze(0).expand_as(p_ids), use_cache=True, **{cache_key: cache})
     first = out.logits.float()[torch.arange(len(unique), device=device), p_len - 1][owner].unsqueeze(1)  # [B, 1, V]
     width = max(1, max((len(r) for r in responses), default=1))
     if width == 1:
         return first
-    cache = out.past_key_values
-    cache.batch_select_indices(owner)
+    cache.batch_select_indices(owner)  # the cache the prompt pass filled in place
     r_ids, r_mask = pad_responses([list(r)[: width - 1] for r in responses], pad_id)
     r_ids, r_mask = r_ids[:, : width - 1].to(device), r_mask[:, : width - 1].to(device)
     positions = p_len[owner].unsqueeze(1) + torch.arange(width - 1, device=device).unsqueeze(0)
     attn = torch.cat([p_mask[owner], r_mask], dim=1).long()
-    rest = model(input_ids=r_ids, attention_mask=attn, position_ids=positions, past_key_values=cache,
-                 use_cache=True).logits.float()
+    rest = model(input_ids=r_ids, attention_mask=attn, position_ids=positions, use_cache=True,
+                 **{cache_key: cache}).logits.float()
     return torch.cat([first, rest], dim=1)

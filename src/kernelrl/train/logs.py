@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,12 @@ class MetricsLogger:
         self.path = self.run_dir / "metrics.jsonl"
         self._tb = None
         if tensorboard:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self._tb = SummaryWriter(str(self.run_dir / "tb"))
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError as exc:  # a core dependency; an install without it still runs, without TensorBoard
+                print(f"note: TensorBoard logging off ({exc}); metrics.jsonl has every scalar", file=sys.stderr)
+            else:
+                self._tb = SummaryWriter(str(self.run_dir / "tb"))
 
     def log(self, phase: str, step: int, metrics: dict[str, Any]) -> None:
         clean = {k: (float(v) if isinstance(v, int | float) else v) for k, v in metrics.items()}
