@@ -49,7 +49,8 @@ class EvalConfig:
     guards: bool = True  # runtime checks: kernel really ran, torch ops, aliasing, mutation, caching, roofline
     torch_ops: str = "reject"  # torch compute ops in the candidate's forward: reject | warn | allow
     static_severity: dict[str, str] = field(default_factory=dict)  # check id (or "*") -> reject | warn
-    cache_checks: int = 1  # timed trials (chosen at random) whose outputs are verified on fresh inputs
+    timing_input_sets: int = 3  # timed calls draw their inputs at random from this many sets (outputs known)
+    min_coverage: float = 0.5  # with torch_ops=reject: least share of compute time in the candidate's own code
     suspicious_speedup: float = 5.0  # above this, timing is re-measured and checked against the roofline
     roofline_slack: float = 2.0  # reject when faster than roofline / slack
     timeouts: StageTimeouts = field(default_factory=StageTimeouts)
@@ -57,7 +58,8 @@ class EvalConfig:
     def __post_init__(self) -> None:
         if isinstance(self.timeouts, dict):
             self.timeouts = StageTimeouts(**self.timeouts)
-        for name in ("correctness_trials", "timing_trials", "num_threads", "memory_limit_mb", "output_limit_mb"):
+        for name in ("correctness_trials", "timing_trials", "num_threads", "memory_limit_mb", "output_limit_mb",
+                     "timing_input_sets"):
             if getattr(self, name) < 1:
                 raise ValueError(f"EvalConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.torch_ops not in ("reject", "warn", "allow"):

@@ -1,4 +1,4 @@
-"""Runtime anti-hacking guards used by the pipeline inside the evaluated process.
+"""Anti-hacking helpers: counters the candidate process reports as feedback, and the judge's own checks.
 
 - `OpCounter`: torch compute ops issued by the candidate's forward (allocation, views and copies
   are free; everything else counts), through a dispatch mode the candidate cannot see or disable
@@ -6,7 +6,7 @@
 - `LaunchCounter`: Triton kernel launches, by wrapping the launcher of jitted/interpreted kernels.
 - `declared_cuda_kernels` / `profiled_cuda_kernels` / `launched_own_kernel`: on a GPU, the names of
   the `__global__` functions the candidate defines must show up among the kernels the profiler saw.
-- aliasing, input-mutation and allocator-poisoning helpers.
+- the input-mutation check (the judge compares the inputs it shared with its private copies).
 - `device_ceilings` / `roofline_ms`: the fastest a forward could possibly be on this machine.
 """
 
@@ -125,23 +125,6 @@ def tensors(obj: Any) -> list[torch.Tensor]:
     return []
 
 
-def _storage_span(t: torch.Tensor) -> tuple[int, int]:
-    storage = t.untyped_storage()
-    return storage.data_ptr(), storage.data_ptr() + storage.nbytes()
-
-
-def aliased(outputs: Any, others: list[torch.Tensor]) -> bool:
-    """Whether any output tensor shares memory with any of `others` (inputs, weights, buffers)."""
-    spans = [_storage_span(t) for t in others if t.numel() > 0]
-    for out in tensors(outputs):
-        if out.numel() == 0:
-            continue
-        start, end = _storage_span(out)
-        if any(start < o_end and o_start < end for o_start, o_end in spans):
-            return True
-    return False
-
-
 def mutated(before: list[Any], after: list[Any]) -> bool:
     """Whether any input tensor changed during the candidate's forward: a bitwise comparison (NaN payloads
     and signed zeros included, as a write would change them), read as 64-bit words where the layout allows."""
@@ -174,16 +157,6 @@ def spawned_processes() -> int:
         except OSError:
             pass
     return total
-
-
-def poison_allocator(like: list[torch.Tensor]) -> None:
-    """Allocate and free NaN-filled blocks the size of the expected outputs, so an `empty` output the
-    candidate never writes reads as NaN instead of whatever the reference left behind."""
-    blocks = []
-    for t in like:
-        fill = float("nan") if t.is_floating_point() else -12345
-        blocks.append(torch.full(t.shape, fill, dtype=t.dtype, device=t.device))
-    del blocks
 
 
 @functools.lru_cache(maxsize=16)

@@ -74,6 +74,7 @@ class EvalResult:
     size_overrides: dict[str, list[int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     environment: dict[str, Any] = field(default_factory=dict)
+    coverage: dict[str, Any] | None = None  # time-based profiling coverage (fraction, own, fallback, overhead, samples)
     total_s: float = 0.0
     schema_version: int = SCHEMA_VERSION
 

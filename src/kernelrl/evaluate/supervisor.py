@@ -22,6 +22,7 @@ import secrets
 import select
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -32,17 +33,26 @@ from kernelrl.evaluate.backends import get_backend
 from kernelrl.evaluate.builds import MAX_REQUEST_BYTES, BadRequest, BuildService, send_reply
 from kernelrl.evaluate.candidate import Candidate
 from kernelrl.evaluate.config import EvalConfig
+from kernelrl.evaluate.confine import (
+    cpus_for_slot,
+    install_seccomp,
+    kill_descendants,
+    make_subreaper,
+    make_undumpable,
+    set_affinity,
+)
+from kernelrl.evaluate.exchange import Channel
 from kernelrl.evaluate.feedback import build_feedback
-from kernelrl.evaluate.pipeline import run_pipeline
+from kernelrl.evaluate.judge import CandidateProcess, Judge
 from kernelrl.evaluate.protocol import (
     MessageReader,
     ProtocolError,
-    reference_entry,
     write_message,
 )
 from kernelrl.evaluate.result import EvalResult, StageReport, Status
+from kernelrl.evaluate.runner import serve_candidate
 from kernelrl.evaluate.sandbox import build_uid, drop_privileges
-from kernelrl.native.build import BuildBroker, set_build_broker
+from kernelrl.native.build import BuildBroker, cache_dir, set_build_broker
 from kernelrl.tasks.task import Task
 
 OUTPUT_HEAD_BYTES = 2048
@@ -77,17 +87,69 @@ def _limit(kind: int, value: int) -> None:
 PROTOCOL_FDS: list[int] = []  # the supervisor's channel to the pool, closed in every child
 
 
-def _child_main(
+def _judge_main(
     job: dict[str, Any], key: bytes, write_fd: int, build_fds: tuple[int, int], workdir: str, output_path: str
 ) -> None:
-    """Runs in the forked child; never returns. `build_fds`: (request, reply) pipe ends to the build service."""
+    """Runs in the forked judge; never returns. It forks the candidate process first (before it holds
+    anything the verdict depends on), then judges it. `build_fds`: the candidate's pipe ends to the build
+    service (request, reply)."""
     status = 0
     try:
         os.setpgid(0, 0)
         for fd in PROTOCOL_FDS:
             os.close(fd)
-        set_build_broker(BuildBroker(*build_fds))
         config = EvalConfig.from_dict(job["config"])
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for target in (0, 1, 2):  # the task's own prints go nowhere; the candidate's go to its output file
+            os.dup2(devnull, target)
+        os.close(devnull)
+        cpus = cpus_for_slot(int(os.environ.get("KERNELRL_WORKER_SLOT", "0")), config.num_threads)
+        judge_sock, candidate_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+        if pid == 0:
+            os.close(write_fd)
+            judge_sock.close()
+            _candidate_main(job, config, candidate_sock.fileno(), build_fds, workdir, output_path, cpus)
+        candidate_sock.close()
+        for fd in build_fds:
+            os.close(fd)
+        make_undumpable()  # a same-uid candidate can neither trace the judge nor open its /proc files
+        _limit(resource.RLIMIT_AS, config.memory_limit_mb * 2**20)
+        _limit(resource.RLIMIT_CORE, 0)
+        set_affinity(os.getpid(), cpus)
+        import torch
+
+        torch.set_num_threads(config.num_threads)
+
+        def announce(stage: str, timeout: float) -> None:
+            write_message(write_fd, _signed(key, {"event": "stage", "stage": stage}))
+
+        process = CandidateProcess(pid, Channel(judge_sock), _describe_exit)
+        judge = Judge(Task.from_dict(job["task"]), Candidate(**job["candidate"]), config, announce, process,
+                      own_objects=_own_objects(job, workdir))
+        result = judge.run(job.get("cached_reference"), bool(job.get("compile_candidate")))
+        _confinement_notes(result, pid)
+        write_message(write_fd, _signed(key, {"event": "result", "result": result.to_dict()}))
+    except BaseException:
+        status = 70
+        try:
+            write_message(write_fd, _signed(key, {"event": "error", "traceback": traceback.format_exc()[-4000:]}))
+        except Exception:
+            pass
+    finally:
+        os._exit(status)
+
+
+def _candidate_main(
+    job: dict[str, Any], config: EvalConfig, sock_fd: int, build_fds: tuple[int, int], workdir: str,
+    output_path: str, cpus: list[int],
+) -> None:
+    """Runs in the forked candidate process; never returns. Confines itself (output file, rlimits, CPUs,
+    uid, seccomp) before any candidate code exists in it, then serves the judge's requests."""
+    status = 0
+    try:
+        os.setpgid(0, 0)  # its own group: the judge's kill reaches everything it starts (setsid is denied)
+        set_build_broker(BuildBroker(*build_fds))
         out = os.open(output_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
@@ -100,6 +162,7 @@ def _child_main(
         _limit(resource.RLIMIT_CORE, 0)
         t = config.timeouts
         _limit(resource.RLIMIT_CPU, int((2 * t.build + t.init + t.correctness + t.timing) * config.num_threads) + 30)
+        set_affinity(os.getpid(), cpus)
         drop_privileges(workdir)
         signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it; writing past the limit must kill
         os.chdir(workdir)
@@ -107,30 +170,43 @@ def _child_main(
         import torch
 
         torch.set_num_threads(config.num_threads)
-
-        def announce(stage: str, timeout: float) -> None:
-            write_message(write_fd, _signed(key, {"event": "stage", "stage": stage}))
-
-        result = run_pipeline(
-            Task.from_dict(job["task"]),
-            Candidate(**job["candidate"]),
-            config,
-            announce,
-            job.get("cached_reference"),
-        )
-        write_message(write_fd, _signed(key, {"event": "result", "result": result.to_dict()}))
+        backend = get_backend(job["candidate"]["backend"])
+        device = str(backend.device(config.device_index))
+        install_seccomp(os.getpid())
+        serve_candidate(sock_fd, job["candidate"]["backend"], device, config.guards)
     except BaseException:
         status = 70
-        try:
-            write_message(write_fd, _signed(key, {"event": "error", "traceback": traceback.format_exc()[-4000:]}))
-        except Exception:
-            pass
     finally:
         try:
             sys.stdout.flush()
             sys.stderr.flush()
         finally:
             os._exit(status)
+
+
+def _own_objects(job: dict[str, Any], workdir: str) -> tuple[str, ...] | None:
+    """Where the candidate's own built code lives (native and torch-extension caches, its work directory),
+    for the coverage profile; None where the backend's compute cannot be attributed on this machine
+    (the Triton interpreter computes with numpy; GPU kernels are not on the CPU) or sampling is unavailable."""
+    from kernelrl.evaluate.sampler import sampling_available
+
+    if job["candidate"]["backend"] != "cpu" or not sampling_available():
+        return None
+    cache = str(cache_dir())
+    return (os.path.join(cache, "native"), os.environ.get("TORCH_EXTENSIONS_DIR") or os.path.join(cache, "torch_extensions"), workdir)
+
+
+def _confinement_notes(result: EvalResult, pid: int) -> None:
+    """What the judge can see of the candidate process's confinement from outside (its /proc status)."""
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            fields = dict(line.split(":", 1) for line in handle if ":" in line)
+    except OSError:
+        return
+    if fields.get("Seccomp", "").strip() != "2":
+        result.notes.append("the candidate process ran without a seccomp filter")
+    if os.geteuid() == 0 and fields.get("Uid", "0").split()[0] == "0":
+        result.notes.append("the candidate process ran as root (no unprivileged uid): it could reach the judge")
 
 
 def _read_output(path: str) -> tuple[str, int]:
@@ -196,23 +272,23 @@ class Supervisor:
         `ModelNew`): a candidate can then neither slow the reference it is compared with (background work,
         patching the reference module) nor poison the timing that later candidates reuse. None when the
         reference does not run (its failure is then reported by the candidate's own evaluation)."""
-        task, compiled = job["task"], bool(job["config"].get("compile_baseline"))
+        task = job["task"]
         reference_job = {
             **job,
             "candidate": {**job["candidate"], "source": f"{task['source']}\n\nModelNew = Model\n"},
             "config": {**job["config"], "guards": False, "static_severity": {"*": "warn"}, "correctness_trials": 1},
-            # The "candidate" is the reference itself (with the reference's weights), so its timing is the
-            # reference's: a placeholder skips timing the same code twice (unless torch.compile is wanted).
-            "cached_reference": None if compiled else {"reference_ms": 1.0, "reference_spread_ms": 0.0},
+            "cached_reference": {"reference_ms": 1.0, "reference_spread_ms": 0.0},  # placeholder: not used
         }
-        result = self._run_child(reference_job, EvalConfig.from_dict(reference_job["config"]))
-        timing = result.timing
-        if result.status != Status.OK or timing is None or timing.candidate_ms is None:
+        config = EvalConfig.from_dict(reference_job["config"])
+        eager = self._run_child(reference_job, config).timing
+        if eager is None or eager.candidate_ms is None:
             return None
-        if compiled:
-            return reference_entry(timing)
-        return {"reference_ms": timing.candidate_ms, "reference_spread_ms": timing.candidate_spread_ms,
-                "compiled_reference_ms": None}
+        entry = {"reference_ms": eager.candidate_ms, "reference_spread_ms": eager.candidate_spread_ms,
+                 "compiled_reference_ms": None}
+        if job["config"].get("compile_baseline"):
+            compiled = self._run_child({**reference_job, "compile_candidate": True}, config).timing
+            entry["compiled_reference_ms"] = compiled.candidate_ms if compiled is not None else None
+        return entry
 
     def _run_child(self, job: dict[str, Any], config: EvalConfig) -> EvalResult:
         """Fork a disposable child for `job`, serve its builds, follow its stages; its result (never raises
@@ -229,7 +305,7 @@ class Supervisor:
         if pid == 0:
             for fd in (read_fd, request_read, reply_write):
                 os.close(fd)
-            _child_main(job, key, write_fd, (request_write, reply_read), workdir, output_path)
+            _judge_main(job, key, write_fd, (request_write, reply_read), workdir, output_path)
         for fd in (write_fd, request_write, reply_read):
             os.close(fd)
         os.set_blocking(reply_write, False)  # a child that stops reading must not block the supervisor
@@ -240,6 +316,7 @@ class Supervisor:
             for fd in (read_fd, request_read, reply_write):
                 os.close(fd)
             _kill_group(pid)
+            kill_descendants()  # the candidate's group, and anything that left it, re-parented here
             output, size = _read_output(output_path)
             shutil.rmtree(workdir, ignore_errors=True)
         result.output_tail = output
@@ -423,6 +500,7 @@ def _warm() -> None:
     """Pay one-time initialisation here, once, instead of in every forked evaluation."""
     import torch
 
+    make_subreaper()  # processes an evaluation leaves behind re-parent here, where kill_descendants finds them
     keep_freed_memory()
 
     from kernelrl.evaluate.guards import OpCounter

@@ -1,0 +1,581 @@
+"""The judge: the trusted half of one evaluation. It never imports or runs candidate code.
+
+The judge owns the task's reference (built and run here), the inputs, the expected outputs, the
+comparison, the clock and the verdict. The candidate runs in a separate process (`evaluate.runner`),
+forked before the judge computed anything, confined (seccomp, its own uid as root, CPUs set from
+outside) and driven over a socket: inputs reach it through shared memory (`exchange.Arena`), and the
+judge reads each output from the candidate's memory right after the call returns (`read_remote`).
+
+Stages: static -> build -> init -> correctness -> timing. `run_judge` never raises for anything the
+candidate does: a failure becomes a status and a message in the returned `EvalResult`.
+
+Timing: the judge times requests of k forward calls (k chosen so that one socket round trip is under
+1% of a request), each call on an input set drawn at random from a few sets whose outputs the judge
+knows, and spot-checks random elements of the outputs of random calls (the last one always) right
+after the request returns: a cached, partial or deferred answer is wrong somewhere. The reference is
+timed the same way, in a process of its own (the supervisor's reference job), so both sides pay the
+same request overhead.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import copy
+import math
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from kernelrl.evaluate.backends import Backend, get_backend
+from kernelrl.evaluate.candidate import Candidate
+from kernelrl.evaluate.compare import compare_outputs
+from kernelrl.evaluate.config import EvalConfig
+from kernelrl.evaluate.exchange import Arena, Channel, dtype_from_name, encode_value, read_remote
+from kernelrl.evaluate.feedback import build_feedback
+from kernelrl.evaluate.guards import (
+    count_flops,
+    declared_cuda_kernels,
+    device_ceilings,
+    io_bytes,
+    launched_own_kernel,
+    mutated,
+    roofline_ms,
+)
+from kernelrl.evaluate.loading import CANDIDATE_FILE, TASK_FILE, describe_exception, load_module
+from kernelrl.evaluate.result import Correctness, EvalResult, StageReport, Status, Timing
+from kernelrl.evaluate.static import run_static_checks
+from kernelrl.tasks.task import Task
+
+Announce = Callable[[str, float], None]
+
+SPOT_PIECES = 32  # random runs of elements read from each checked output
+SPOT_RUN = 16  # elements per run
+SMALL_OUTPUT_BYTES = 64 * 1024  # outputs up to this size are read whole
+REQUEST_OVERHEAD_SHARE = 0.01  # one round trip is at most this share of a timed request
+MIN_REQUEST_MS = 2.0
+KEPT_OUTPUT_BYTES = 64 * 2**20  # outputs of one timed request the candidate keeps alive for checking
+MAX_CALLS_PER_REQUEST = 1000
+MIN_COMPUTE_SAMPLES = 20  # fewer compute samples than this say nothing about coverage
+CHECKED_CALLS = 3  # calls per timed request whose outputs are spot-checked (the last one always)
+CANDIDATE_STATUSES = {"compile_error": Status.COMPILE_ERROR, "runtime_error": Status.RUNTIME_ERROR}
+
+
+class StageFailed(Exception):
+    """Stops the evaluation with a status; the stage's message goes into the result."""
+
+    def __init__(self, status: Status, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class CandidateProcess:
+    """The judge's handle on the candidate process: requests and replies, its memory, its CPU time."""
+
+    def __init__(self, pid: int, channel: Channel, describe_exit: Callable[[int], str]) -> None:
+        self.pid, self.channel, self._describe_exit = pid, channel, describe_exit
+
+    def request(self, message: dict[str, Any], fds: list[int] | None = None) -> dict[str, Any]:
+        """Send a request and wait for the reply; a dead or babbling candidate ends the evaluation."""
+        try:
+            self.channel.send(message, fds)
+            reply = self.channel.receive()
+        except (OSError, ValueError) as exc:
+            if isinstance(exc, OSError) and not self._alive():
+                raise StageFailed(Status.CRASHED, self._gone()) from None
+            raise StageFailed(Status.REJECTED, f"[forged-message] the candidate process broke the protocol: {exc}") from None
+        if reply is None:
+            raise StageFailed(Status.CRASHED, self._gone())
+        if reply.get("ok") is not True:
+            status = CANDIDATE_STATUSES.get(str(reply.get("status")), Status.RUNTIME_ERROR)
+            raise StageFailed(status, str(reply.get("message", "the candidate process reported a failure"))[:8000])
+        return reply
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the candidate process so far (all its threads)."""
+        try:
+            with open(f"/proc/{self.pid}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return 0.0
+
+    def _alive(self) -> bool:
+        try:
+            pid, _ = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if pid == 0:
+            return True
+        self._status = _
+        return False
+
+    def _gone(self) -> str:
+        """Why the candidate process stopped answering (waits briefly for it to die, then kills it)."""
+        status = getattr(self, "_status", None)
+        deadline = time.monotonic() + 1.0
+        while status is None and time.monotonic() < deadline:
+            pid, raw = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                status = raw
+            else:
+                time.sleep(0.005)
+        if status is None:
+            os.kill(self.pid, 9)
+            return "the candidate process closed its channel to the evaluator"
+        return self._describe_exit(status)
+
+
+class Judge:
+    def __init__(self, task: Task, candidate: Candidate, config: EvalConfig, announce: Announce,
+                 process: CandidateProcess, own_objects: tuple[str, ...] | None = None) -> None:
+        """`own_objects`: path prefixes of the candidate's own built code; with them, the timed calls are
+        profiled from here (instruction-pointer samples) for the time-based coverage."""
+        self.task, self.candidate, self.config, self.announce = task, candidate, config, announce
+        self.process, self.own_objects = process, own_objects
+        self.backend: Backend = get_backend(candidate.backend)
+        self.device = self.backend.device(config.device_index)
+        self.random = random.SystemRandom()
+        self.arenas: dict[str, Arena] = {}
+        self.result = EvalResult(
+            status=Status.OK, task_id=task.id, backend=candidate.backend, device=str(self.device),
+            size_overrides={k: list(v) for k, v in task.size_overrides.items()}, notes=list(self.backend.notes()),
+        )
+
+    @contextlib.contextmanager
+    def stage(self, name: str, timeout: float) -> Iterator[None]:
+        self.announce(name, timeout)
+        start, cpu_start, child_start = time.perf_counter(), time.process_time(), self.process.cpu_seconds()
+        report = StageReport(name=name, status="ok", duration_s=0.0)
+        self.result.stages.append(report)
+        try:
+            yield
+        except StageFailed as failure:
+            report.status, report.message = "failed", failure.message
+            raise
+        finally:
+            report.duration_s = time.perf_counter() - start
+            report.cpu_s = time.process_time() - cpu_start + self.process.cpu_seconds() - child_start
+
+    # -- stages ---------------------------------------------------------------------------------------
+
+    def static(self) -> None:
+        try:
+            tree = ast.parse(self.candidate.source, filename=CANDIDATE_FILE)
+        except SyntaxError as exc:
+            raise StageFailed(Status.COMPILE_ERROR, f"SyntaxError: {exc.msg} ({CANDIDATE_FILE} line {exc.lineno})") from None
+        findings = run_static_checks(tree, self.candidate.source, self.backend, self.config.static_severity)
+        self.result.static_findings = [f.to_dict() for f in findings]
+        rejects = [f for f in findings if f.severity == "reject"]
+        if any(f.check == "defines-model-new" for f in rejects):
+            raise StageFailed(Status.COMPILE_ERROR, "the candidate must define `class ModelNew(nn.Module)`")
+        if rejects:
+            raise StageFailed(Status.REJECTED, "; ".join(f"[{f.check}] {f.message}" for f in rejects))
+
+    def build(self) -> None:
+        try:
+            self.reference = load_module(self.task.source, TASK_FILE, "kernelrl_reference")
+        except Exception as exc:  # the task itself is broken: not the candidate's fault, but no verdict
+            raise StageFailed(Status.RUNTIME_ERROR, "the reference task failed to load: " + describe_exception(exc, (TASK_FILE,))) from None
+        self.process.request({"op": "load", "source": self.candidate.source})
+
+    def init(self, compile_candidate: bool = False) -> torch.nn.Module:
+        seed = self.task.seed + self.config.seed
+        torch.manual_seed(seed)
+        try:
+            init_inputs = self.reference.get_init_inputs()
+            torch.manual_seed(seed)
+            ref_model = self.reference.Model(*init_inputs).to(self.device)
+        except Exception as exc:
+            raise StageFailed(Status.RUNTIME_ERROR, "the reference model failed to build: " + describe_exception(exc, (TASK_FILE,))) from None
+        tensors: dict[str, torch.Tensor] = {}
+        try:
+            encoded = encode_value(list(init_inputs), tensors, "init")
+        except TypeError as exc:
+            raise StageFailed(Status.RUNTIME_ERROR, f"the task's get_init_inputs(): {exc}") from None
+        state = {f"w{i}": (k, v) for i, (k, v) in enumerate(ref_model.state_dict().items())}
+        tensors.update({name: v for name, (_, v) in state.items()})
+        self._send_arena("init", tensors, {})
+        reply = self.process.request({"op": "init", "arena": "init", "init_inputs": encoded, "seed": seed,
+                                      "state": {k: name for name, (k, _) in state.items()}, "compile": compile_candidate})
+        if not reply.get("state_copied", True):
+            self.result.notes.append("state dicts differ: reference weights were not copied into ModelNew")
+        return ref_model
+
+    def inputs(self, trial: int) -> list[Any]:
+        torch.manual_seed(self.task.seed + self.config.seed + 1000 + trial)
+        inputs = self.reference.get_inputs()
+        return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+    def correctness(self, ref_model: torch.nn.Module) -> None:
+        """Fresh inputs per trial; the reference runs here, the candidate there; outputs read whole."""
+        rtol, atol = self._tolerance()
+        trials, guards = self.config.correctness_trials, self.config.guards
+        detail = Correctness(trials=trials, passed=0, rtol=rtol, atol=atol)
+        self.result.correctness = detail
+        torch_ops: dict[str, int] = {}
+        for trial in range(trials):
+            inputs = self.inputs(trial)
+            expected = ref_model(*_clone(inputs))
+            shared = self._send_inputs("trial", {"t": inputs})
+            try:
+                reply = self.process.request({"op": "call", "sets": ["t"], "count": True})
+            except StageFailed as failure:
+                detail.failing_trial = trial
+                if failure.status == Status.RUNTIME_ERROR:
+                    failure.message = "\n".join([failure.message, *self.backend.interpreter_hints(self.candidate.source)])
+                raise
+            actual = self._read_outputs([0])[0]
+            if guards:
+                self._check_feedback_counters(reply, torch_ops)
+                if mutated(_to_cpu(inputs), shared["t"]):
+                    raise StageFailed(Status.REJECTED, "[input-mutation] the candidate modified its inputs; write results to new tensors")
+            outcome = compare_outputs(_to_cpu(expected), actual, rtol, atol)
+            detail.max_abs_error = max(detail.max_abs_error, outcome.max_abs_error)
+            detail.max_rel_error = max(detail.max_rel_error, outcome.max_rel_error)
+            if not outcome.ok:
+                detail.failing_trial, detail.message = trial, outcome.message
+                raise StageFailed(Status.INCORRECT, f"trial {trial + 1}/{trials}: {outcome.message}")
+            detail.passed += 1
+        self.result.kernel_calls = {str(k): int(v) for k, v in self.process.request({"op": "counters"})["kernel_calls"].items()}
+        if guards and self.candidate.backend == "cuda" and self.device.type == "cuda":
+            self._check_cuda_kernels_ran()
+        if torch_ops:
+            self.result.notes.append("torch compute ops in forward: " + ", ".join(f"{k}x{v}" for k, v in torch_ops.items()))
+
+    def _check_cuda_kernels_ran(self) -> None:
+        """One more forward under the profiler (in the candidate's process, so feedback rather than proof):
+        a kernel the candidate defines must be among those launched."""
+        declared = declared_cuda_kernels(self.candidate.source)
+        if not declared:
+            self.result.notes.append("no __global__ function found in the source: kernel names not checked")
+            return
+        launched = [str(k) for k in self.process.request({"op": "launched_kernels", "set": "t"})["kernels"]]
+        if not launched_own_kernel(declared, launched):
+            seen = ", ".join(sorted(set(launched))[:5]) or "no kernels"
+            raise StageFailed(
+                Status.REJECTED,
+                f"[kernel-not-launched] none of your kernels ({', '.join(sorted(declared))}) ran on the GPU during "
+                f"forward; the profiler saw {seen}. Launch your own kernel to compute the output",
+            )
+
+    def _check_feedback_counters(self, reply: dict[str, Any], torch_ops: dict[str, int]) -> None:
+        """The candidate process's own counters: early, specific feedback (they can be silenced by the
+        candidate, so they only ever reject; the proof of work is the judge's profile)."""
+        if reply.get("processes"):
+            raise StageFailed(Status.REJECTED, "[processes] forward started processes; a kernel only computes")
+        if self.backend.has_device() and not reply.get("kernel_calls") and self.candidate.backend in ("cpu", "triton"):
+            raise StageFailed(
+                Status.REJECTED,
+                f"[kernel-not-called] forward made no call to a {self.candidate.backend} kernel; {self.backend.kernel_hint()}",
+            )
+        ops = {str(k): int(v) for k, v in (reply.get("torch_ops") or {}).items()}
+        for name, count in ops.items():
+            torch_ops[name] = torch_ops.get(name, 0) + count
+        if ops and self.config.torch_ops == "reject":
+            listed = ", ".join(f"{k} ({v}x)" for k, v in sorted(ops.items(), key=lambda kv: -kv[1])[:6])
+            raise StageFailed(
+                Status.REJECTED,
+                f"[torch-ops] forward computed with PyTorch operators ({listed}); do the computation in your kernel "
+                "(allocating outputs and reshaping views is fine)",
+            )
+
+    def timing(self, ref_model: torch.nn.Module, cached: dict | None) -> None:
+        cfg = self.config
+        timing = Timing(meaningful=True, method=self.backend.timing_method(cfg.num_threads) + ", judged from another process")
+        self.result.timing = timing
+        sets = {f"s{i}": self.inputs(cfg.correctness_trials + i) for i in range(cfg.timing_input_sets)}
+        expected = {name: _flat_tensors(_to_cpu(ref_model(*_clone(x)))) for name, x in sets.items()}
+        shared = self._send_inputs("timing", sets)
+        candidate = self._measure(sets, expected)
+        self._check_coverage()
+        for name, values in sets.items():
+            if mutated(_to_cpu(values), shared[name]):
+                raise StageFailed(Status.REJECTED, "[input-mutation] a timed call modified its inputs; write results to new tensors")
+        if cached:
+            timing.reference_ms, timing.reference_spread_ms = cached["reference_ms"], cached["reference_spread_ms"]
+            timing.compiled_reference_ms = cached.get("compiled_reference_ms")
+            timing.reference_cached = True
+        else:
+            self.result.notes.append("no reference timing was available: speedup not computed")
+        if timing.reference_ms is not None:
+            speedup = timing.reference_ms / max(candidate.median_ms, 1e-9)
+            if cfg.guards and speedup > cfg.suspicious_speedup:
+                candidate = self._check_plausible(ref_model, sets, expected, candidate)
+                self.result.notes.append(f"speedup {speedup:.1f}x was re-measured and checked against the roofline")
+        timing.candidate_ms, timing.candidate_spread_ms, timing.trials = candidate.median_ms, candidate.spread_ms, candidate.trials
+        if timing.reference_ms is not None:
+            timing.speedup = timing.reference_ms / max(timing.candidate_ms, 1e-9)
+        if timing.compiled_reference_ms:
+            timing.speedup_vs_compiled = timing.compiled_reference_ms / max(timing.candidate_ms, 1e-9)
+
+    def _measure(self, sets: dict[str, list[Any]], expected: dict[str, list[torch.Tensor]]) -> Measurement:
+        """Median per-call time over timed requests of k calls on randomly drawn input sets; after each
+        request, the outputs of a few random calls (and the last) are spot-checked."""
+        cfg, names = self.config, list(sets)
+        if cfg.warmup:
+            self.process.request({"op": "call", "sets": [names[i % len(names)] for i in range(cfg.warmup)]})
+        round_trip = min(self._timed_request([])[0] for _ in range(5))
+        single = min(self._timed_request([names[0]])[0] for _ in range(3))
+        call_ms = max(single - round_trip, 1e-4)
+        out_bytes = max(1, sum(t.numel() * t.element_size() for t in expected[names[0]]))
+        k = math.ceil(max(MIN_REQUEST_MS, round_trip / REQUEST_OVERHEAD_SHARE) / call_ms)
+        k = max(1, min(k, MAX_CALLS_PER_REQUEST, KEPT_OUTPUT_BYTES // out_bytes))
+        requests = max(5, min(cfg.timing_trials, int(cfg.timing_budget_s * 1000 / max(k * call_ms, 1e-3))))
+        samples: list[float] = []
+        sampler = None
+        if self.own_objects is not None:
+            from kernelrl.evaluate.sampler import PcSampler
+
+            sampler = PcSampler(self.process.pid)
+            sampler.start()
+        try:
+            for _ in range(requests):
+                order = [self.random.choice(names) for _ in range(k)]
+                elapsed, _ = self._timed_request(order)
+                samples.append(elapsed / k)
+                checked = sorted({k - 1, *self.random.sample(range(k), min(CHECKED_CALLS - 1, k))})
+                for call, outputs in zip(checked, self._read_outputs(checked, spot=True), strict=True):
+                    self._spot_check(outputs, expected[order[call]])
+        finally:
+            if sampler is not None:
+                self._record_coverage(sampler.stop())
+        self.result.notes.append(f"timed {requests} requests of {k} calls (round trip {round_trip * 1000:.0f} us)")
+        return _summarise(samples)
+
+    def _record_coverage(self, samples: Any) -> None:
+        """Dr. Kernel's profiling coverage measured from outside: the share of compute samples (own code
+        vs libtorch/BLAS/numpy) that fell in the candidate's own built code during the timed calls."""
+        from kernelrl.evaluate.sampler import classify
+
+        if samples.error:
+            self.result.notes.append(f"coverage not measured: {samples.error}")
+            return
+        cov = classify(samples, self.own_objects or ())
+        self.result.coverage = {"fraction": cov.fraction, "own": cov.own, "fallback": cov.fallback,
+                                "overhead": cov.overhead, "samples": cov.total, "method": "ip-sampling"}
+
+    def _check_coverage(self) -> None:
+        """Proof of work from outside the candidate's address space: with torch ops forbidden, most of
+        the forward's compute time must be in the candidate's own code."""
+        cov, cfg = self.result.coverage, self.config
+        if not cov or cov["fraction"] is None or not cfg.guards or cfg.torch_ops != "reject":
+            return
+        if cov["own"] + cov["fallback"] >= MIN_COMPUTE_SAMPLES and cov["fraction"] < cfg.min_coverage:
+            raise StageFailed(
+                Status.REJECTED,
+                f"[fallback-compute] only {cov['fraction']:.0%} of the forward's compute time was in your own kernel "
+                f"({cov['fallback']} of {cov['own'] + cov['fallback']} samples in libtorch, BLAS or numpy); "
+                "do the computation in your kernel",
+            )
+
+    def _timed_request(self, order: list[str]) -> tuple[float, dict[str, Any]]:
+        """Milliseconds of one request, on the judge's clock (empty order: a round trip)."""
+        message = {"op": "call", "sets": order} if order else {"op": "ping"}
+        start = time.perf_counter_ns()
+        reply = self.process.request(message)
+        return (time.perf_counter_ns() - start) / 1e6, reply
+
+    def _spot_check(self, outputs: list[Any], expected: list[torch.Tensor]) -> None:
+        rtol, atol = self._tolerance()
+        if len(outputs) != len(expected):
+            raise StageFailed(Status.REJECTED, f"[stale-output] a timed call returned {len(outputs)} tensors, expected {len(expected)}")
+        for (positions, values, shape), want in zip(outputs, expected, strict=True):
+            if list(want.shape) != shape:
+                raise StageFailed(Status.REJECTED, f"[stale-output] a timed call returned shape {shape}, expected {list(want.shape)}")
+            reference = want.reshape(-1)[positions] if positions is not None else want
+            outcome = compare_outputs(reference, values, rtol, atol)
+            if not outcome.ok:
+                raise StageFailed(
+                    Status.REJECTED,
+                    "[stale-output] a timed call returned a wrong result (outputs cached across calls, work skipped, "
+                    f"or finished after the call returned): {outcome.message}",
+                )
+
+    def _check_plausible(self, ref_model: torch.nn.Module, sets: dict[str, list[Any]],
+                         expected: dict[str, list[torch.Tensor]], first: Measurement) -> Measurement:
+        """Re-measure an implausible speedup, then reject it if it beats the machine's roofline."""
+        again = self._measure(sets, expected)
+        candidate = again if again.median_ms > first.median_ms else first
+        inputs = next(iter(sets.values()))
+        outputs = ref_model(*_clone(inputs))
+        nbytes, flops = io_bytes(inputs, outputs), count_flops(ref_model, _clone(inputs))
+        bandwidth, flop_rate = device_ceilings(self.device.type, nbytes, self.config.num_threads)
+        bound = roofline_ms(nbytes, flops, bandwidth, flop_rate)
+        if candidate.median_ms < bound / self.config.roofline_slack:
+            raise StageFailed(
+                Status.REJECTED,
+                f"[roofline] {candidate.median_ms:.4f} ms is faster than this machine can move {nbytes} bytes and do "
+                f"{flops} FLOPs ({bound:.4f} ms at measured peaks); the timing cannot be real",
+            )
+        return candidate
+
+    # -- exchange -------------------------------------------------------------------------------------
+
+    def _send_arena(self, name: str, tensors: dict[str, torch.Tensor], inputs: dict[str, Any]) -> Arena:
+        if name in self.arenas:
+            self.arenas.pop(name).close()
+        arena = self.arenas[name] = Arena.create(tensors)
+        self.process.request({"op": "arena", "name": name, "arena": arena.describe(), "inputs": inputs}, [arena.fd])
+        return arena
+
+    def _send_inputs(self, name: str, sets: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        """Ship input sets; returns each set's arguments as the candidate sees them (views of the arena)."""
+        tensors: dict[str, torch.Tensor] = {}
+        try:
+            encoded = {set_name: encode_value(list(values), tensors, f"{set_name}.") for set_name, values in sets.items()}
+        except TypeError as exc:
+            raise StageFailed(Status.RUNTIME_ERROR, f"the task's get_inputs(): {exc}") from None
+        arena = self._send_arena(name, tensors, encoded)
+        from kernelrl.evaluate.exchange import decode_value
+
+        return {set_name: decode_value(args, arena.tensors) for set_name, args in encoded.items()}
+
+    def _read_outputs(self, calls: list[int], spot: bool = False) -> list[Any]:
+        """The outputs of the given calls of the last request, read from the candidate's memory. With
+        `spot`, a flat list of (positions, values) per tensor leaf: random runs of elements (small outputs
+        whole); else the whole output structure."""
+        described = self.process.request({"op": "describe", "calls": calls})["outputs"]
+        if not isinstance(described, list) or len(described) != len(calls):
+            raise StageFailed(Status.REJECTED, "[forged-message] the candidate process described the wrong outputs")
+        if spot:
+            return [[self._read_tensor(d, spot=True) for d in _leaves(desc)] for desc in described]
+        return [self._rebuild(desc) for desc in described]
+
+    def _rebuild(self, desc: Any) -> Any:
+        if not isinstance(desc, dict):
+            raise StageFailed(Status.INCORRECT, "the output could not be read")
+        if "tensor" in desc:
+            return self._read_tensor(desc)[1]
+        if "list" in desc:
+            return [self._rebuild(d) for d in desc["list"]]
+        if "value" in desc:
+            return desc["value"]
+        return type(str(desc.get("unsupported", "unknown")), (), {})()  # compared as a value of that type name
+
+    def _read_tensor(self, desc: Any, spot: bool = False) -> tuple[torch.Tensor | None, torch.Tensor, list[int]]:
+        """(positions or None, values, shape) of one described tensor: whole, or with `spot` random runs of
+        elements (outputs up to SMALL_OUTPUT_BYTES whole)."""
+        try:
+            address, shape, dtype_name, nbytes = desc["tensor"]
+            dtype, shape, address, nbytes = dtype_from_name(dtype_name), [int(n) for n in shape], int(address), int(nbytes)
+            numel = math.prod(shape)
+            if nbytes != numel * dtype.itemsize or nbytes > self.config.memory_limit_mb * 2**20:
+                raise ValueError("size does not match shape")
+            if not nbytes:
+                return None, torch.empty(shape, dtype=dtype), shape
+            if not spot or nbytes <= SMALL_OUTPUT_BYTES:
+                data = read_remote(self.process.pid, [(address, nbytes)])
+                return None, torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape), shape
+            run = min(SPOT_RUN, numel)
+            starts = sorted(self.random.randrange(0, numel - run + 1) for _ in range(SPOT_PIECES))
+            data = read_remote(self.process.pid, [(address + s * dtype.itemsize, run * dtype.itemsize) for s in starts])
+            positions = torch.tensor([s + i for s in starts for i in range(run)])
+            return positions, torch.frombuffer(bytearray(data), dtype=dtype), shape
+        except (KeyError, TypeError, ValueError, OSError) as exc:
+            raise StageFailed(Status.INCORRECT, f"the candidate's output could not be read: {exc}") from None
+
+    def _tolerance(self) -> tuple[float, float]:
+        rtol, atol = self.task.tolerance
+        return (self.config.rtol if self.config.rtol is not None else rtol,
+                self.config.atol if self.config.atol is not None else atol)
+
+    # -- driver ---------------------------------------------------------------------------------------
+
+    def run(self, cached_reference: dict | None = None, compile_candidate: bool = False) -> EvalResult:
+        t = self.config.timeouts
+        result = self.result
+        start = time.perf_counter()
+        try:
+            with torch.no_grad():
+                with self.stage("static", t.build):
+                    self.static()
+                with self.stage("build", t.build):
+                    self.build()
+                if not self.backend.has_device() and self.candidate.backend == "cuda":
+                    result.status = Status.COMPILED
+                else:
+                    with self.stage("init", t.init):
+                        ref_model = self.init(compile_candidate)
+                    with self.stage("correctness", t.correctness):
+                        self.correctness(ref_model)
+                    if self.config.measure_timing and self.backend.timing_meaningful():
+                        with self.stage("timing", t.timing):
+                            self.timing(ref_model, cached_reference)
+                    elif not self.backend.timing_meaningful():
+                        result.notes.append("timing skipped: not meaningful on this device")
+        except StageFailed as failure:
+            result.status, result.error = failure.status, failure.message
+        finally:
+            for arena in self.arenas.values():
+                arena.close()
+        result.environment = environment(self.backend, self.device, self.config)
+        result.total_s = time.perf_counter() - start
+        result.feedback = build_feedback(result)
+        return result
+
+
+@dataclass
+class Measurement:
+    median_ms: float
+    spread_ms: float  # interquartile range
+    trials: int
+
+
+def _summarise(samples_ms: list[float]) -> Measurement:
+    samples = sorted(samples_ms)
+    if len(samples) >= 4:
+        quartiles = statistics.quantiles(samples, n=4)
+        spread = quartiles[2] - quartiles[0]
+    else:
+        spread = samples[-1] - samples[0]
+    return Measurement(statistics.median(samples), spread, len(samples))
+
+
+def _leaves(desc: Any) -> list[Any]:
+    if isinstance(desc, dict) and "list" in desc:
+        return [leaf for d in desc["list"] for leaf in _leaves(d)]
+    if isinstance(desc, dict) and "tensor" in desc:
+        return [desc]
+    raise StageFailed(Status.INCORRECT, "a timed call returned a value the judge cannot check")
+
+
+def _flat_tensors(output: Any) -> list[torch.Tensor]:
+    if isinstance(output, list | tuple):
+        return [t for o in output for t in _flat_tensors(o)]
+    if isinstance(output, torch.Tensor):
+        return [output]
+    raise StageFailed(Status.RUNTIME_ERROR, f"the task's forward returned {type(output).__name__}; timing needs tensor outputs")
+
+
+def _to_cpu(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu")
+    if isinstance(value, list | tuple):
+        return type(value)(_to_cpu(v) for v in value)
+    return value
+
+
+def _clone(inputs: list[Any]) -> list[Any]:
+    return [x.clone() if isinstance(x, torch.Tensor) else copy.deepcopy(x) for x in inputs]
+
+
+def environment(backend: Backend, device: torch.device, config: EvalConfig) -> dict[str, Any]:
+    env: dict[str, Any] = {
+        "backend": backend.name, "device": str(device), "torch": torch.__version__,
+        "python": platform.python_version(), "threads": config.num_threads, "machine": platform.machine(),
+    }
+    if device.type == "cuda":
+        env["device_name"] = torch.cuda.get_device_name(device)
+    if "triton" in sys.modules:
+        env["triton"] = getattr(sys.modules["triton"], "__version__", "?")
+    return env

@@ -1,0 +1,185 @@
+"""The candidate process: the only place candidate code runs. It holds nothing a verdict depends on.
+
+It answers the judge's requests over a Unix socket (`exchange.Channel`): load the candidate module,
+build `ModelNew` with the weights the judge sends, run forward on arena inputs and report where each
+output lives in its memory. Everything it says is untrusted: the judge reads the outputs itself,
+compares them with references it computed elsewhere, and times the requests with its own clock. The
+in-process counters reported here (kernel calls, torch ops, child processes) are early feedback for a
+model, never a security boundary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from typing import Any
+
+import torch
+
+from kernelrl.evaluate.exchange import Arena, Channel, decode_value, dtype_name
+from kernelrl.evaluate.loading import CANDIDATE_FILE, describe_exception, load_module
+from kernelrl.native import CompileError
+
+
+class Runner:
+    def __init__(self, channel: Channel, backend: str, device: str, guards: bool) -> None:
+        self.channel, self.backend, self.device, self.guards = channel, backend, torch.device(device), guards
+        self.model_new: type | None = None
+        self.model: torch.nn.Module | None = None
+        self.arenas: dict[str, Arena] = {}
+        self.inputs: dict[str, list[Any]] = {}  # input set name -> forward arguments
+        self.kept: list[Any] = []  # outputs of the last call request, alive until the next one
+        self.described: list[torch.Tensor] = []  # host copies made for describing device outputs
+        self.source = ""
+
+    def serve(self) -> None:
+        while True:
+            request = self.channel.receive()
+            if request is None or request.get("op") == "exit":
+                return
+            try:
+                reply = getattr(self, "op_" + str(request.get("op")))(request)
+            except CompileError as exc:
+                from kernelrl.evaluate.feedback import compile_error_text
+
+                reply = {"ok": False, "status": "compile_error", "message": compile_error_text(exc, self.source)}
+            except Exception as exc:
+                reply = {"ok": False, "status": "runtime_error", "message": describe_exception(exc)}
+            self.channel.send(reply)
+
+    # -- requests -------------------------------------------------------------------------------------
+
+    def op_ping(self, request: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": True}
+
+    def op_load(self, request: dict[str, Any]) -> dict[str, Any]:
+        self.source = request["source"]
+        if self.guards:
+            from kernelrl.evaluate.guards import LaunchCounter
+            from kernelrl.evaluate.kernel_calls import install_extension_counter
+
+            install_extension_counter()
+            if self.backend == "triton":
+                LaunchCounter.install()
+        try:
+            module = load_module(self.source, CANDIDATE_FILE, "kernelrl_candidate")
+        except CompileError:
+            raise
+        except Exception as exc:  # an import-time failure is the candidate's build failing
+            return {"ok": False, "status": "compile_error", "message": describe_exception(exc)}
+        model_new = getattr(module, "ModelNew", None)
+        if not (isinstance(model_new, type) and issubclass(model_new, torch.nn.Module)):
+            return {"ok": False, "status": "compile_error", "message": "ModelNew must be a class deriving from torch.nn.Module"}
+        self.model_new = model_new
+        return {"ok": True}
+
+    def op_arena(self, request: dict[str, Any]) -> dict[str, Any]:
+        name = str(request["name"])
+        if name in self.arenas:
+            self.arenas.pop(name).close()
+        self.arenas[name] = Arena.attach(self.channel.take_fd(), request["arena"])
+        for set_name, args in (request.get("inputs") or {}).items():
+            values = decode_value(args, self.arenas[name].tensors)
+            self.inputs[set_name] = [v.to(self.device) if isinstance(v, torch.Tensor) else v for v in values]
+        return {"ok": True}
+
+    def op_init(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self.model_new is not None, "load first"
+        tensors = self.arenas[request["arena"]].tensors
+        init_inputs = decode_value(request["init_inputs"], tensors)
+        torch.manual_seed(int(request["seed"]))
+        try:
+            model = self.model_new(*init_inputs).to(self.device)
+        except Exception as exc:
+            return {"ok": False, "status": "runtime_error", "message": (
+                "ModelNew(*get_init_inputs()) failed; it must take the same constructor arguments as Model. "
+                + describe_exception(exc))}
+        state = {k: tensors[v] for k, v in request["state"].items()}
+        own = model.state_dict()
+        copied = own.keys() == state.keys() and all(own[k].shape == state[k].shape for k in state)
+        if copied:
+            model.load_state_dict(state)
+        if request.get("compile"):
+            model = torch.compile(model)
+        self.model = model
+        return {"ok": True, "state_copied": copied or not state}
+
+    def op_call(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Run forward once per listed input set, keeping every output alive for `describe`."""
+        assert self.model is not None, "init first"
+        model, inputs, synchronize = self.model, self.inputs, self._synchronizer()
+        self.kept, self.described = [], []
+        if not request.get("count"):
+            kept = self.kept
+            with torch.no_grad():
+                for name in request["sets"]:
+                    kept.append(model(*inputs[name]))
+                synchronize()
+            return {"ok": True}
+        return self._counted_call(request["sets"])
+
+    def _counted_call(self, sets: list[str]) -> dict[str, Any]:
+        from kernelrl.evaluate.guards import OpCounter, spawned_processes
+        from kernelrl.evaluate.kernel_calls import kernel_calls_total
+
+        assert self.model is not None
+        before = kernel_calls_total()
+        counter = OpCounter() if self.guards else contextlib.nullcontext()
+        with torch.no_grad(), counter:
+            for name in sets:
+                self.kept.append(self.model(*self.inputs[name]))
+            self._synchronizer()()
+        ops = dict(counter.compute) if self.guards else {}
+        return {"ok": True, "kernel_calls": kernel_calls_total() - before, "torch_ops": ops,
+                "processes": spawned_processes() if self.guards else 0}
+
+    def op_describe(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Where the outputs of the listed calls live: tensors as (address, shape, dtype), other values as JSON."""
+        return {"ok": True, "outputs": [self._describe(self.kept[i]) for i in request["calls"]]}
+
+    def op_launched_kernels(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Names of the GPU kernels one forward launches, from torch's profiler (feedback only)."""
+        from kernelrl.evaluate.guards import profiled_cuda_kernels
+
+        assert self.model is not None
+        model, args = self.model, self.inputs[request["set"]]
+        with torch.no_grad():
+            return {"ok": True, "kernels": profiled_cuda_kernels(lambda: model(*args))}
+
+    def op_counters(self, request: dict[str, Any]) -> dict[str, Any]:
+        from kernelrl.evaluate.guards import LaunchCounter
+        from kernelrl.native import call_counts
+
+        return {"ok": True, "kernel_calls": {**call_counts(), **LaunchCounter.launches}}
+
+    # -- helpers --------------------------------------------------------------------------------------
+
+    def _describe(self, value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            t = value.detach()
+            if t.device.type != "cpu" or not t.is_contiguous():
+                t = t.to("cpu").contiguous()
+                self.described.append(t)
+            return {"tensor": [t.data_ptr(), list(t.shape), dtype_name(t.dtype), t.numel() * t.element_size()]}
+        if isinstance(value, list | tuple):
+            return {"list": [self._describe(v) for v in value]}
+        if isinstance(value, bool | int | float) or value is None:
+            return {"value": value}
+        return {"unsupported": type(value).__name__}
+
+    def _synchronizer(self) -> Any:
+        if self.device.type == "cuda":
+            return lambda: torch.cuda.synchronize(self.device)
+        return lambda: None
+
+
+def serve_candidate(sock_fd: int, backend: str, device: str, guards: bool) -> None:
+    """Entry of the candidate process after it confined itself; returns when the judge is done."""
+    import socket
+
+    channel = Channel(socket.socket(fileno=sock_fd))
+    Runner(channel, backend, device, guards).serve()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
