@@ -100,14 +100,42 @@ def test_prs_modes() -> None:
     bad = res(Status.INCORRECT)
     per_turn = prs_keep_mask([[hi, bad, lo]], mode="per_turn")
     assert per_turn == [[True, True, False]]
-    # geometric: p = sqrt(0.5 * 1.0) ~ 0.707 for the whole trajectory
-    rng_draws = [random.Random(7).random() for _ in range(1)]
-    got = prs_keep_mask([[mid, hi, bad]], mode="geometric", rng=random.Random(7))
-    assert got == [[rng_draws[0] < math.sqrt(0.5)] * 3]
-    assert prs_keep_mask([[lo, hi]], mode="geometric") == [[False, False]]
-    assert prs_keep_mask([[bad]], mode="geometric") == [[True]]
+    assert prs_keep_mask([[bad, None]], mode="per_turn") == [[True, True]]  # no verdict: kept like incorrect
     # frequencies follow p for the per-turn mode
     kept = sum(row[0] for row in prs_keep_mask([[mid]] * 4000, rng=random.Random(1)))
     assert 1800 < kept < 2200
     with pytest.raises(ValueError):
         prs_keep_mask([[hi]], mode="nope")
+
+
+def test_prs_geometric_ramps_the_geometric_mean_coverage() -> None:
+    # Issue 16: p = ramp(g) with g the geometric mean of the correct turns' coverages, not the
+    # geometric mean of per-turn probabilities. Coverages 0.35 and 0.45: g = sqrt(0.1575) = 0.39686,
+    # p = (0.39686 - 0.3) / 0.1 = 0.9686 (the old rule gave sqrt(0.5 * 1.0) = 0.707).
+    a, b = (res(environment={"coverage": c}) for c in (0.35, 0.45))
+    p = (math.sqrt(0.35 * 0.45) - 0.3) / 0.1
+    assert p == pytest.approx(0.96863, abs=1e-5)
+    draw = random.Random(0).random()  # 0.844: kept under p = 0.969, dropped under 0.707
+    assert math.sqrt(0.5) < draw < p
+    assert prs_keep_mask([[a, b]], mode="geometric", rng=random.Random(0)) == [[True, True]]
+    kept = sum(row[0] for row in prs_keep_mask([[a, b]] * 4000, mode="geometric", rng=random.Random(1)))
+    assert 3820 < kept < 3930  # 4000 p = 3874.5, sd 11
+    # one draw per trajectory: its correct turns are kept or dropped together
+    rows = prs_keep_mask([[a, b]] * 200, mode="geometric", rng=random.Random(2))
+    assert all(r[0] == r[1] for r in rows)
+    # the mean, not the minimum, decides: 0.2 and 1.0 -> g = 0.447 -> always kept
+    lo, hi = (res(environment={"coverage": c}) for c in (0.2, 1.0))
+    assert prs_keep_mask([[lo, hi]], mode="geometric") == [[True, True]]
+    zero = res(environment={"coverage": 0.0})
+    assert prs_keep_mask([[zero, hi]], mode="geometric") == [[False, False]]
+
+
+def test_prs_geometric_keeps_incorrect_turns() -> None:
+    # Issue 16: incorrect turns carry the negative signal and are always kept (KernelGYM), also when
+    # the trajectory's correct turns are dropped; their coverage does not enter the mean.
+    lo = res(environment={"coverage": 0.2})
+    bad = res(Status.INCORRECT, calls=0)  # coverage 0, but incorrect: ignored by PRS
+    hi = res(environment={"coverage": 0.9})
+    assert prs_keep_mask([[lo, bad]], mode="geometric") == [[False, True]]
+    assert prs_keep_mask([[bad, hi]], mode="geometric") == [[True, True]]
+    assert prs_keep_mask([[bad, None], [bad]], mode="geometric") == [[True, True], [True]]

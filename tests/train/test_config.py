@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from pydantic import ValidationError
 
 from kernelrl.cli import build_parser
@@ -47,3 +48,26 @@ def test_cli_flags_resolve() -> None:
                                       "rl.concurrency=4"])
     cfg = resolve(args)
     assert cfg.rl.algo == "trloo" and cfg.rl.turns == 2 and cfg.rl.rollout == "copris"  # type: ignore[attr-defined]
+
+
+def test_mismatch_specs_single_and_list() -> None:
+    # the single-name form keeps working: options are mismatch_options itself
+    cfg = load_config("smoke", overrides=["rl.mismatch=token_tis", "rl.mismatch_options={upper: 3.0}"])
+    assert cfg.rl.mismatch_specs() == [("token_tis", {"upper": 3.0})]
+    assert load_config("qwen2.5-coder-1.5b-grpo").rl.mismatch_specs() == [("token_tis", {"upper": 2.0})]
+    # off, also when a preset's options stay behind
+    assert load_config("smoke").rl.mismatch_specs() == []
+    off = load_config("qwen2.5-coder-1.5b-grpo", overrides=["rl.mismatch=null"])
+    assert off.rl.mismatch_specs() == []
+    # a list: names (options keyed by name) or {name: ..., **options}
+    cfg = load_config("smoke", overrides=["rl.mismatch=[geo_rs, {name: token_veto, threshold: 1.0e-5}]",
+                                          "rl.mismatch_options={geo_rs: {lower: 0.99}}", "rl.dual_clip=3"])
+    assert cfg.rl.mismatch_specs() == [("geo_rs", {"lower": 0.99}), ("token_veto", {"threshold": 1e-5})]
+    assert cfg.rl.dual_clip == 3.0
+    assert TrainConfig.model_validate(yaml.safe_load(cfg.to_yaml())).rl.mismatch_specs() == cfg.rl.mismatch_specs()
+    with pytest.raises(ValidationError):  # options keyed by a correction that is not listed
+        load_config("smoke", overrides=["rl.mismatch=[geo_rs]", "rl.mismatch_options={upper: 2.0}"])
+    with pytest.raises(ValidationError):  # a mapping entry without a name
+        load_config("smoke", overrides=["rl.mismatch=[{lower: 0.9}]"])
+    with pytest.raises(ValidationError):  # dual clip needs c > 1
+        load_config("smoke", overrides=["rl.dual_clip=1.0"])

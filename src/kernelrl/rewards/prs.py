@@ -1,9 +1,18 @@
-"""Profiling-based rejection sampling (PRS, Dr. Kernel): drop correct samples with low coverage.
+"""Profiling-based rejection sampling (PRS, Dr. Kernel; KernelGYM's coverage rejection sampling):
+drop correct samples with low profiling coverage from the policy loss.
 
-A correct turn is kept with probability ``p = clip((coverage - 0.3) / 0.1, 0, 1)``: coverage at or
-below 0.3 is always dropped, at or above 0.4 always kept, linear between. Incorrect turns are kept
-(they carry the negative signal). Modes: ``per_turn`` decides each turn alone; ``geometric``
-decides a whole trajectory with the geometric mean of its correct turns' keep probabilities.
+The keep probability is the ramp ``p = clip((c - low) / width, 0, 1)`` (defaults ``low = 0.3``,
+``width = 0.1``) of a coverage ``c``: at or below 0.3 always dropped, at or above 0.4 always kept,
+linear between. Only correct turns are subject to it: incorrect turns (and turns without a verdict)
+are always kept, since they carry the negative signal. Modes:
+
+- ``per_turn``: each correct turn draws alone with ``p = ramp(c_t)`` of its own coverage;
+- ``geometric``: one draw per trajectory with ``p = ramp(g)``, ``g = (prod_t c_t)^(1/n)`` the
+  geometric mean of the coverages of its n correct turns; the draw decides all its correct turns
+  (incorrect turns stay kept).
+
+The mask says which turns enter the loss; it is applied after advantages (rejected turns still
+count in returns and baselines), see `kernelrl.train.trainer`.
 """
 
 from __future__ import annotations
@@ -18,41 +27,61 @@ from kernelrl.rewards.kernel import _result, coverage
 
 MODES = ("per_turn", "geometric")
 
+#: a turn's verdict: a result, its dict form, or None (no verdict: treated like an incorrect turn, kept)
+Verdict = EvalResult | dict[str, Any] | None
+
+
+def prs_ramp(c: float, *, low: float = 0.3, width: float = 0.1) -> float:
+    """The PRS keep probability of a coverage ``c``: ``clip((c - low) / width, 0, 1)``."""
+    return min(1.0, max(0.0, (c - low) / width))
+
 
 def prs_keep_probability(result: EvalResult | dict[str, Any], *, low: float = 0.3, width: float = 0.1) -> float:
     """``clip((coverage - low) / width, 0, 1)`` for a correct result, 1.0 otherwise."""
     r = _result(result)
     if not r.correct:
         return 1.0
-    return min(1.0, max(0.0, (coverage(r) - low) / width))
+    return prs_ramp(coverage(r), low=low, width=width)
+
+
+def _draw(p: float, rng: random.Random) -> bool:
+    return p >= 1.0 or (p > 0.0 and rng.random() < p)
+
+
+def geometric_coverage(coverages: Sequence[float]) -> float:
+    """``(prod_t c_t)^(1/n)``; 0 when any coverage is 0, 1 for an empty sequence."""
+    if not coverages:
+        return 1.0
+    if min(coverages) <= 0.0:
+        return 0.0
+    return math.exp(sum(math.log(c) for c in coverages) / len(coverages))
 
 
 def prs_keep_mask(
-    trajectories: Sequence[Sequence[EvalResult | dict[str, Any]]], *, mode: str = "per_turn",
+    trajectories: Sequence[Sequence[Verdict]], *, mode: str = "per_turn",
     rng: random.Random | None = None, low: float = 0.3, width: float = 0.1,
 ) -> list[list[bool]]:
-    """Keep decisions per turn for each trajectory (a list of per-turn results).
+    """Keep decisions per turn for each trajectory (a list of per-turn verdicts).
 
-    ``per_turn``: an independent draw per turn with its own probability. ``geometric``: one draw per
-    trajectory with ``p = (prod_t p_t)^(1/n)`` over its n correct turns (1 when none), applied to all
-    of its turns.
+    ``per_turn``: an independent draw per correct turn with ``p_t = ramp(c_t)``. ``geometric``: one
+    draw per trajectory with ``p = ramp((prod_t c_t)^(1/n))`` over its n correct turns, applied to
+    those turns. Incorrect turns and turns without a verdict (None) are always kept; a trajectory
+    with no correct turn draws nothing.
     """
     if mode not in MODES:
         raise ValueError(f"unknown PRS mode {mode!r}; known: {', '.join(MODES)}")
     rng = rng or random.Random(0)
     out: list[list[bool]] = []
     for turns in trajectories:
-        probs = [prs_keep_probability(t, low=low, width=width) for t in turns]
+        # coverage of each correct turn, None for the turns PRS never touches
+        covs: list[float | None] = []
+        for t in turns:
+            r = None if t is None else _result(t)
+            covs.append(coverage(r) if r is not None and r.correct else None)
         if mode == "per_turn":
-            out.append([p >= 1.0 or (p > 0.0 and rng.random() < p) for p in probs])
+            out.append([True if c is None else _draw(prs_ramp(c, low=low, width=width), rng) for c in covs])
             continue
-        correct = [p for t, p in zip(turns, probs, strict=True) if _result(t).correct]
-        if not correct:
-            p = 1.0
-        elif min(correct) <= 0.0:
-            p = 0.0
-        else:
-            p = math.exp(sum(math.log(q) for q in correct) / len(correct))
-        keep = p >= 1.0 or (p > 0.0 and rng.random() < p)
-        out.append([keep] * len(turns))
+        correct = [c for c in covs if c is not None]
+        keep = _draw(prs_ramp(geometric_coverage(correct), low=low, width=width), rng) if correct else True
+        out.append([keep or c is None for c in covs])
     return out

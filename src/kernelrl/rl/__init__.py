@@ -44,6 +44,8 @@ from kernelrl.rl.kl import (
 from kernelrl.rl.losses import LossOutput, ppo_clip_loss, ppo_clip_token_loss
 from kernelrl.rl.mismatch import (
     Correction,
+    CorrectionSpec,
+    apply_corrections,
     combine_corrections,
     geometric_rejection,
     sequence_mis,
@@ -86,6 +88,7 @@ __all__ = [
     "POLICY_LOSSES",
     "SAMPLE_FILTERS",
     "Correction",
+    "CorrectionSpec",
     "LossOutput",
     "Stitched",
     "StitchedRatio",
@@ -94,6 +97,7 @@ __all__ = [
     "adaptive_kl_coef",
     "aggregate_loss",
     "append_suffix_log_probs",
+    "apply_corrections",
     "combine_corrections",
     "drgrpo_advantages",
     "entropy_bonus",

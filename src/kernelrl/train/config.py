@@ -91,10 +91,53 @@ class RLConfig(_Section):
     kl_coef: float = Field(0.0, ge=0)
     kl_kind: str = "k3"
     entropy_coef: float = Field(0.0, ge=0)
-    mismatch: str | None = None  # e.g. token_tis, seq_mis, geo_rs (kernelrl.rl.MISMATCH_CORRECTIONS)
+    # rollout/trainer mismatch correction(s) (kernelrl.rl.MISMATCH_CORRECTIONS): one name (token_tis, seq_mis,
+    # geo_rs, ...) with its options in mismatch_options, or a list applied together (masks AND, weights
+    # multiply), e.g. [geo_rs, token_veto]; list entries are names (options: mismatch_options[name]) or
+    # {name: geo_rs, lower: 0.999}. See `mismatch_specs`.
+    mismatch: str | list[str | dict[str, Any]] | None = None
     mismatch_options: dict[str, Any] = Field(default_factory=dict)
+    dual_clip: float | None = Field(None, gt=1)  # dual-clip PPO constant c (Ye et al. 2020); None: off
     prime_beta: float = Field(0.05, gt=0)
     prime_lr: float = Field(1e-3, gt=0)
+
+    @model_validator(mode="after")
+    def _mismatch_well_formed(self) -> RLConfig:
+        self.mismatch_specs()
+        return self
+
+    def mismatch_specs(self) -> list[tuple[str, dict[str, Any]]]:
+        """The mismatch corrections to apply, as ``(name, options)`` pairs (for
+        `kernelrl.rl.apply_corrections`); empty when off.
+
+        One name: its options are `mismatch_options` itself (the single-correction form). A list:
+        each entry is a name, whose options are ``mismatch_options[name]`` (a mapping, optional), or a
+        mapping ``{"name": ..., **options}``; with a list every key of `mismatch_options` must name a
+        listed correction. Raises ValueError on a malformed spec.
+        """
+        if not self.mismatch:  # off (mismatch_options are ignored, so `rl.mismatch=null` turns a preset's off)
+            return []
+        if isinstance(self.mismatch, str):
+            return [(self.mismatch, dict(self.mismatch_options))]
+        specs: list[tuple[str, dict[str, Any]]] = []
+        for entry in self.mismatch:
+            if isinstance(entry, str):
+                opts = self.mismatch_options.get(entry, {})
+                if not isinstance(opts, dict):
+                    raise ValueError(f"rl.mismatch_options[{entry!r}] must be a mapping of options for a list "
+                                     f"rl.mismatch; got {opts!r}")
+                specs.append((entry, dict(opts)))
+            else:
+                opts = dict(entry)
+                name = opts.pop("name", None)
+                if not isinstance(name, str):
+                    raise ValueError(f"a rl.mismatch entry needs a 'name'; got {entry!r}")
+                specs.append((name, opts))
+        stray = set(self.mismatch_options) - {name for name, _ in specs}
+        if stray:
+            raise ValueError(f"rl.mismatch_options {sorted(stray)} name no listed correction; with a list "
+                             "rl.mismatch, options are keyed by correction name")
+        return specs
 
 
 class EvalSection(_Section):

@@ -3,6 +3,12 @@ policy loss (micro-batches, gradient accumulation, clipping, AdamW, LR schedule)
 
 All math (advantages, losses, KL, entropy, mismatch weights, filters, PRIME) comes from `kernelrl.rl`
 by name; rewards from `kernelrl.rewards`. This module only orchestrates.
+
+Which samples count where: dynamic sampling (DAPO) drops whole (prompt, turn) groups from the batch
+before advantages. PRS (Dr. Kernel's profiling-based rejection sampling) is a loss mask applied after
+advantages, as in KernelGYM: a rejected turn still has its reward in its episode's earlier returns
+and in the group baselines, but gets no policy loss (its rows skip the loss forward passes: a fully
+masked row contributes exactly zero to every loss aggregation).
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import random
 import time
 import warnings
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -22,6 +28,7 @@ from kernelrl.rl import (
     ADVANTAGE_ESTIMATORS,
     MISMATCH_CORRECTIONS,
     SAMPLE_FILTERS,
+    apply_corrections,
     entropy_bonus,
     implicit_process_rewards,
     kl_loss,
@@ -58,6 +65,21 @@ def _stack(samples: list[Sample], key: str) -> torch.Tensor:
     return torch.tensor([getattr(s, key) for s in samples])
 
 
+class Advantages(NamedTuple):
+    """One update's advantages and loss mask over the N samples that survived dynamic sampling.
+
+    ``samples``: the N rows; ``advantages [N, T]`` computed with every row present (PRS-rejected ones
+    included); ``mask [N, T]``: response tokens; ``loss_rows [N]`` bool: rows that enter the policy
+    loss (false: rejected by PRS); ``metrics``: kept fractions (and PRIME's PRM metrics).
+    """
+
+    samples: list[Sample]
+    advantages: torch.Tensor
+    mask: torch.Tensor
+    loss_rows: torch.Tensor
+    metrics: dict[str, float]
+
+
 class RLTrainer:
     """Owns the policy, its optimizer, the reference (and PRIME's PRM) and the rollout machinery."""
 
@@ -85,6 +107,9 @@ class RLTrainer:
                                prompts_per_step=cfg.prompts_per_step, params=sp, mode=cfg.rollout,
                                concurrency=cfg.concurrency, turns=cfg.turns, seed=seed, cursor=cursor)
         self.step_count = 0
+        self.mismatch_specs = cfg.mismatch_specs()
+        for name, _ in self.mismatch_specs:
+            MISMATCH_CORRECTIONS.get(name)  # an unknown name fails here, not mid-step
 
     # ----------------------------------------------------------------- one update
 
@@ -133,20 +158,62 @@ class RLTrainer:
         return {f"{prefix}pass_rate": len(ok) / n, f"{prefix}fast_1": sum(1 for x in speedups if x > 1.0) / n,
                 f"{prefix}mean_speedup": sum(speedups) / len(speedups) if speedups else 0.0}
 
-    def _keep(self, samples: list[Sample]) -> list[Sample]:
+    def _prs_keep(self, samples: list[Sample]) -> list[bool]:
+        """PRS decision per sample (True: enters the loss); all True when PRS is off. Episodes are the
+        samples sharing (group, episode); a turn without a verdict is kept like an incorrect one."""
         cfg = self.cfg
+        if cfg.prs == "off":
+            return [True] * len(samples)
+        episodes: dict[tuple[int, int], list[int]] = {}
+        for i, s in enumerate(samples):  # later turns keep their episode's (group, episode) key
+            episodes.setdefault((s.group, s.episode), []).append(i)
+        trajs = list(episodes.values())
+        masks = prs_keep_mask([[samples[i].result for i in tr] for tr in trajs],
+                              mode=cfg.prs, rng=random.Random(self.seed + self.step_count))
+        keep = [True] * len(samples)
+        for tr, m in zip(trajs, masks, strict=True):
+            for i, k in zip(tr, m, strict=True):
+                keep[i] = k
+        return keep
+
+    def _dynamic_sampling(self, samples: list[Sample]) -> list[int]:
+        """Indices of the samples whose (prompt, turn) group has reward variance (all when off)."""
+        if not (self.cfg.dynamic_sampling and samples):
+            return list(range(len(samples)))
+        keep = SAMPLE_FILTERS.get("zero_variance")(_stack(samples, "reward").float(), self._group_ids(samples))
+        return [i for i, k in enumerate(keep.tolist()) if k]
+
+    def advantages_and_mask(self, samples: list[Sample]) -> Advantages:
+        """Advantages and the loss mask of one update on scored samples.
+
+        PRS decides on every sample (whole episodes); dynamic sampling then drops zero-variance (prompt,
+        turn) groups; advantages run over all remaining rows, PRS-rejected ones included, so their
+        rewards stay in earlier turns' returns and in the baselines (KernelGYM: advantages first, then
+        the rejected turns' response mask is zeroed). PRIME also updates its PRM here, on the loss rows.
+        """
+        cfg = self.cfg
+        prs = self._prs_keep(samples)
+        idx = self._dynamic_sampling(samples)
+        rows = [samples[i] for i in idx]
+        loss_rows = torch.tensor([prs[i] for i in idx], dtype=torch.bool)
+        n = max(1, len(samples))
+        metrics: dict[str, float] = {"kept_fraction": float(loss_rows.sum()) / n}
         if cfg.prs != "off":
-            episodes: dict[tuple[int, int], list[Sample]] = {}
-            for s in samples:  # later turns keep their episode's (group, episode) key
-                episodes.setdefault((s.group, s.episode), []).append(s)
-            trajs = [tr for tr in episodes.values() if all(t.result is not None for t in tr)]
-            masks = prs_keep_mask([[t.result for t in tr] for tr in trajs],  # type: ignore[misc]
-                                  mode=cfg.prs, rng=random.Random(self.seed + self.step_count))
-            samples = [s for tr, m in zip(trajs, masks, strict=True) for s, k in zip(tr, m, strict=True) if k]
-        if cfg.dynamic_sampling and samples:
-            keep = SAMPLE_FILTERS.get("zero_variance")(_stack(samples, "reward").float(), self._group_ids(samples))
-            samples = [s for s, k in zip(samples, keep.tolist(), strict=True) if k]
-        return samples
+            metrics["prs/rejected_fraction"] = prs.count(False) / n
+        _, mask = pad_responses([s.response_ids for s in rows], self.pad)
+        if not bool(loss_rows.any()):
+            return Advantages(rows, torch.zeros(mask.shape), mask, loss_rows, metrics)
+        rewards = _stack(rows, "reward").float()
+        # TRLOO keys its groups by (prompt, turn) itself; the others get (prompt, turn) groups here
+        group_ids = torch.tensor([s.group for s in rows]) if cfg.algo == "trloo" else self._group_ids(rows)
+        extras: dict[str, Any] = {}
+        if cfg.algo == "trloo":
+            extras = {"turn_index": _stack(rows, "turn"), "episode_ids": self._episode_ids(rows), "gamma": cfg.gamma}
+        if cfg.algo == "prime":
+            extras["process_rewards"], prm_metrics = self._prime_update(rows, mask, loss_rows)
+            metrics.update(prm_metrics)
+        adv = ADVANTAGE_ESTIMATORS.get(cfg.algo)(rewards, group_ids, mask, **extras)
+        return Advantages(rows, adv, mask, loss_rows, metrics)
 
     @staticmethod
     def _group_ids(samples: list[Sample]) -> torch.Tensor:
@@ -158,14 +225,17 @@ class RLTrainer:
 
     def _update(self, samples: list[Sample]) -> dict[str, float]:
         cfg = self.cfg
-        kept = self._keep(samples)
-        metrics: dict[str, float] = {"kept_fraction": len(kept) / max(1, len(samples))}
-        if not kept:  # nothing to learn from (e.g. every group had zero reward variance): the schedule still advances
+        batch = self.advantages_and_mask(samples)
+        metrics = dict(batch.metrics)
+        train = [i for i, k in enumerate(batch.loss_rows.tolist()) if k]
+        if not train:  # nothing to learn from (e.g. every group had zero reward variance): the schedule still advances
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step\\(\\)` before")
                 self.sched.step()
             return metrics
-        _, mask = pad_responses([s.response_ids for s in kept], self.pad)
+        # the loss mask: rows PRS rejected leave only now, after their rewards shaped the advantages
+        kept = [batch.samples[i] for i in train]
+        adv, mask = batch.advantages[train], batch.mask[train]
         width = mask.shape[1]
         rollout_lp = torch.zeros(len(kept), width)
         for i, s in enumerate(kept):
@@ -176,16 +246,6 @@ class RLTrainer:
         on_policy = cfg.rollout == "sync" and cfg.ppo_epochs == 1
         old_lp = rollout_lp if cfg.rollout == "copris" else (
             None if on_policy else self._batched_logprobs(self.model, kept, width))
-        rewards = _stack(kept, "reward").float()
-        # TRLOO keys its groups by (prompt, turn) itself; the others get (prompt, turn) groups here
-        group_ids = torch.tensor([s.group for s in kept]) if cfg.algo == "trloo" else self._group_ids(kept)
-        extras: dict[str, Any] = {}
-        if cfg.algo == "trloo":
-            extras = {"turn_index": _stack(kept, "turn"), "episode_ids": self._episode_ids(kept), "gamma": cfg.gamma}
-        if cfg.algo == "prime":
-            extras["process_rewards"], prm_metrics = self._prime_update(kept, rewards, width)
-            metrics.update(prm_metrics)
-        adv = ADVANTAGE_ESTIMATORS.get(cfg.algo)(rewards, group_ids, mask, **extras)
         ref_lp = self._batched_logprobs(self.ref, kept, width) if self.ref is not None and cfg.kl_coef > 0 else None
         total_tokens = float(mask.sum())
         sums: dict[str, float] = {}
@@ -198,13 +258,13 @@ class RLTrainer:
                 m_old = lp.detach() if old_lp is None else old_lp[idx, :w]
                 m_adv, m_roll = adv[idx, :w], rollout_lp[idx, :w]
                 weights = None
-                if cfg.mismatch:
-                    corr = MISMATCH_CORRECTIONS.get(cfg.mismatch)(lp.detach(), m_roll, m, **cfg.mismatch_options)
+                if self.mismatch_specs:  # one correction or several together (sequence masks x token weights)
+                    corr = apply_corrections(self.mismatch_specs, lp.detach(), m_roll, m)
                     weights, m = corr.weights, corr.mask & m
                     for k, v in corr.metrics.items():
                         sums[f"is/{k}"] = sums.get(f"is/{k}", 0.0) + float(v) * len(idx)
                 out = ppo_clip_loss(lp, m_old, m_adv, m, clip_low=cfg.clip_low, clip_high=cfg.clip_high,
-                                    agg=cfg.loss_agg, weights=weights)
+                                    dual_clip=cfg.dual_clip, agg=cfg.loss_agg, weights=weights)
                 loss = out.loss
                 if ent is not None and cfg.entropy_coef > 0:
                     loss = loss + entropy_bonus(ent, m, coef=cfg.entropy_coef, agg=cfg.loss_agg)
@@ -237,21 +297,25 @@ class RLTrainer:
             out.append(ids.setdefault(root, len(ids)))
         return torch.tensor(out)
 
-    def _prime_update(self, kept: list[Sample], rewards: torch.Tensor, width: int) -> tuple[torch.Tensor, dict[str, float]]:
-        """PRIME: process rewards from the implicit PRM (before its update), then one PRM step on outcome labels."""
+    def _prime_update(self, rows: list[Sample], mask: torch.Tensor,
+                      train: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+        """PRIME: process rewards ``[N, T]`` for every row from the implicit PRM (before its update), then
+        one PRM step on the outcome labels of the rows in the loss (``train [N]`` bool, PRS applied)."""
         assert self.prm is not None and self.ref is not None
-        ref_lp = self._batched_logprobs(self.ref, kept, width)
-        labels = torch.tensor([1.0 if s.result is not None and s.result.correct else 0.0 for s in kept])
-        _, mask = pad_responses([s.response_ids for s in kept], self.pad)
+        width = mask.shape[1]
+        ref_lp = self._batched_logprobs(self.ref, rows, width)
+        labels = torch.tensor([1.0 if s.result is not None and s.result.correct else 0.0 for s in rows])
         with torch.no_grad():
-            prm_lp = self._batched_logprobs(self.prm, kept, width)
+            prm_lp = self._batched_logprobs(self.prm, rows, width)
         proc = normalize_process_rewards(implicit_process_rewards(prm_lp, ref_lp, mask, beta=self.cfg.prime_beta), mask)
         self.prm_opt.zero_grad(set_to_none=True)
         loss_sum = 0.0
-        for idx in self._chunks(len(kept)):
-            lp, _, m = self._logprobs(self.prm, [kept[i] for i in idx], grad=True)
+        members = [i for i, k in enumerate(train.tolist()) if k]
+        for chunk in self._chunks(len(members)):
+            idx = [members[j] for j in chunk]
+            lp, _, m = self._logprobs(self.prm, [rows[i] for i in idx], grad=True)
             r = implicit_process_rewards(lp, ref_lp[idx, : lp.shape[1]], m, beta=self.cfg.prime_beta)
-            loss = prm_cross_entropy_loss(r, m, labels[idx]) * (len(idx) / len(kept))
+            loss = prm_cross_entropy_loss(r, m, labels[idx]) * (len(idx) / len(members))
             loss.backward()
             loss_sum += float(loss.detach())
         torch.nn.utils.clip_grad_norm_(self.prm.parameters(), self.cfg.max_grad_norm)
