@@ -199,21 +199,23 @@ _libc.process_vm_readv.restype = ctypes.c_ssize_t
 MAX_IOV = 1024  # IOV_MAX
 
 
-def read_remote(pid: int, pieces: list[tuple[int, int]]) -> bytes:
-    """The bytes at (address, length) pieces of process `pid`'s memory, concatenated.
+def read_remote(pid: int, pieces: list[tuple[int, int]], into: int | None = None) -> bytes | None:
+    """The bytes at (address, length) pieces of process `pid`'s memory, concatenated: returned, or written
+    to local address `into` (which must hold them all; then None is returned).
 
     Raises OSError when any piece cannot be read (an address the candidate does not map)."""
     total = sum(n for _, n in pieces)
-    out = ctypes.create_string_buffer(max(total, 1))
+    out = ctypes.create_string_buffer(max(total, 1)) if into is None else None
+    base = ctypes.addressof(out) if out is not None else into
     done = 0
     for start in range(0, len(pieces), MAX_IOV):
         chunk = pieces[start : start + MAX_IOV]
         want = sum(n for _, n in chunk)
-        local = _IoVec(ctypes.addressof(out) + done, want)
+        local = _IoVec(base + done, want)
         remote = (_IoVec * len(chunk))(*[_IoVec(a, n) for a, n in chunk])
         got = _libc.process_vm_readv(pid, ctypes.byref(local), 1, remote, len(chunk), 0)
         if got != want:
             err = ctypes.get_errno()
             raise OSError(err, f"could not read the candidate's output ({os.strerror(err) if got < 0 else 'short read'})")
         done += want
-    return out.raw[:total]
+    return out.raw[:total] if out is not None else None

@@ -237,7 +237,7 @@ class Judge:
             actual = self._read_outputs([0])[0]
             if guards:
                 self._check_feedback_counters(reply, torch_ops)
-                if mutated(_to_cpu(inputs), shared["t"]):
+                if trial <= 1 and mutated(_to_cpu(inputs), shared["t"]):  # the timed calls are checked as a whole
                     raise StageFailed(Status.REJECTED, "[input-mutation] the candidate modified its inputs; write results to new tensors")
             outcome = compare_outputs(_to_cpu(expected), actual, rtol, atol)
             detail.max_abs_error = max(detail.max_abs_error, outcome.max_abs_error)
@@ -322,15 +322,15 @@ class Judge:
         """Median per-call time over timed requests of k calls on randomly drawn input sets; after each
         request, the outputs of a few random calls (and the last) are spot-checked."""
         cfg, names = self.config, list(sets)
-        if cfg.warmup:
-            self.process.request({"op": "call", "sets": [names[i % len(names)] for i in range(cfg.warmup)]})
-        round_trip = min(self._timed_request([])[0] for _ in range(5))
-        single = min(self._timed_request([names[0]])[0] for _ in range(3))
-        call_ms = max(single - round_trip, 1e-4)
+        warm = [names[i % len(names)] for i in range(max(1, cfg.warmup))]
+        warm_ms = self._timed_request(warm)[0]
+        round_trip = min(self._timed_request([])[0] for _ in range(3))
+        call_ms = max((warm_ms - round_trip) / len(warm), 1e-4)
         out_bytes = max(1, sum(t.numel() * t.element_size() for t in expected[names[0]]))
         k = math.ceil(max(MIN_REQUEST_MS, round_trip / REQUEST_OVERHEAD_SHARE) / call_ms)
         k = max(1, min(k, MAX_CALLS_PER_REQUEST, KEPT_OUTPUT_BYTES // out_bytes))
-        requests = max(5, min(cfg.timing_trials, int(cfg.timing_budget_s * 1000 / max(k * call_ms, 1e-3))))
+        # About `timing_trials` calls in all (at least 5 requests), within the time budget.
+        requests = max(5, min(math.ceil(cfg.timing_trials / k), int(cfg.timing_budget_s * 1000 / max(k * call_ms, 1e-3))))
         samples: list[float] = []
         sampler = None
         if self.own_objects is not None:
@@ -474,13 +474,16 @@ class Judge:
             if not nbytes:
                 return None, torch.empty(shape, dtype=dtype), shape
             if not spot or nbytes <= SMALL_OUTPUT_BYTES:
-                data = read_remote(self.process.pid, [(address, nbytes)])
-                return None, torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape), shape
+                values = torch.empty(shape, dtype=dtype)
+                read_remote(self.process.pid, [(address, nbytes)], into=values.data_ptr())
+                return None, values, shape
             run = min(SPOT_RUN, numel)
             starts = sorted(self.random.randrange(0, numel - run + 1) for _ in range(SPOT_PIECES))
-            data = read_remote(self.process.pid, [(address + s * dtype.itemsize, run * dtype.itemsize) for s in starts])
-            positions = torch.tensor([s + i for s in starts for i in range(run)])
-            return positions, torch.frombuffer(bytearray(data), dtype=dtype), shape
+            values = torch.empty(len(starts) * run, dtype=dtype)
+            read_remote(self.process.pid, [(address + s * dtype.itemsize, run * dtype.itemsize) for s in starts],
+                        into=values.data_ptr())
+            positions = (torch.tensor(starts).unsqueeze(1) + torch.arange(run)).reshape(-1)
+            return positions, values, shape
         except (KeyError, TypeError, ValueError, OSError) as exc:
             raise StageFailed(Status.INCORRECT, f"the candidate's output could not be read: {exc}") from None
 

@@ -10,6 +10,7 @@ the native build cache is writable only by the supervisors.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import glob
 import logging
@@ -171,13 +172,44 @@ def drop_privileges(workdir: str) -> None:
         resource.setrlimit(resource.RLIMIT_NPROC, (MAX_PROCESSES, MAX_PROCESSES))
     except (ValueError, OSError):
         pass
-    if os.environ.get(SANDBOX_ENV) != "bwrap" or os.geteuid() != 0:
+    if os.geteuid() != 0:
+        return
+    if os.environ.get(SANDBOX_ENV) != "bwrap":
+        drop_capabilities()  # outside bubblewrap the host's files (a cache under /root) need uid 0
         return
     uid = EVAL_UID_BASE + int(os.environ.get("KERNELRL_WORKER_SLOT", "0"))
     os.chown(workdir, uid, uid)
     os.setgroups([])
     os.setgid(uid)
     os.setuid(uid)
+
+
+PR_CAPBSET_DROP, PR_SET_SECUREBITS = 24, 28
+SECURE_NOROOT_LOCKED = 0x3 | 0xC | 0x30  # noroot, no_setuid_fixup and keep_caps, each locked
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def drop_capabilities() -> None:
+    """Stay uid 0 but hold no capability, now or after an exec: without CAP_SYS_PTRACE the process cannot
+    open an undumpable judge's /proc files or trace it, without CAP_KILL it signals only uid-0 processes
+    (which the seccomp filter narrows to itself). Raises OSError if the kernel refuses."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_SECUREBITS, SECURE_NOROOT_LOCKED, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECUREBITS) failed")
+    last_cap = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+    for cap in range(last_cap + 1):
+        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+    data = (_CapData * 2)()
+    if libc.capset(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset failed")
 
 
 def describe_missing() -> str:

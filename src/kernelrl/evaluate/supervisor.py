@@ -39,6 +39,7 @@ from kernelrl.evaluate.confine import (
     kill_descendants,
     make_subreaper,
     make_undumpable,
+    reap_zombies,
     set_affinity,
 )
 from kernelrl.evaluate.exchange import Channel
@@ -51,7 +52,7 @@ from kernelrl.evaluate.protocol import (
 )
 from kernelrl.evaluate.result import EvalResult, StageReport, Status
 from kernelrl.evaluate.runner import serve_candidate
-from kernelrl.evaluate.sandbox import build_uid, drop_privileges
+from kernelrl.evaluate.sandbox import SANDBOX_ENV, build_uid, drop_privileges
 from kernelrl.native.build import BuildBroker, cache_dir, set_build_broker
 from kernelrl.tasks.task import Task
 
@@ -197,16 +198,24 @@ def _own_objects(job: dict[str, Any], workdir: str) -> tuple[str, ...] | None:
 
 
 def _confinement_notes(result: EvalResult, pid: int) -> None:
-    """What the judge can see of the candidate process's confinement from outside (its /proc status)."""
+    """How the candidate process was confined, as the judge sees it from outside (its /proc status), in
+    `environment["confinement"]`; a defence that did not hold is also named in the notes."""
     try:
         with open(f"/proc/{pid}/status") as handle:
             fields = dict(line.split(":", 1) for line in handle if ":" in line)
     except OSError:
         return
-    if fields.get("Seccomp", "").strip() != "2":
+    confinement = {
+        "seccomp": fields.get("Seccomp", "").strip() == "2",
+        "capabilities": int(fields.get("CapEff", "0").strip() or "0", 16) != 0,
+        "own_uid": fields.get("Uid", "").split()[:1] != [str(os.getuid())],
+        "bubblewrap": os.environ.get(SANDBOX_ENV) == "bwrap",
+    }
+    result.environment["confinement"] = confinement
+    if not confinement["seccomp"]:
         result.notes.append("the candidate process ran without a seccomp filter")
-    if os.geteuid() == 0 and fields.get("Uid", "0").split()[0] == "0":
-        result.notes.append("the candidate process ran as root (no unprivileged uid): it could reach the judge")
+    if confinement["capabilities"]:
+        result.notes.append("the candidate process held capabilities: it could reach the judge")
 
 
 def _read_output(path: str) -> tuple[str, int]:
@@ -317,6 +326,7 @@ class Supervisor:
                 os.close(fd)
             _kill_group(pid)
             kill_descendants()  # the candidate's group, and anything that left it, re-parented here
+            reap_zombies()  # they re-parented to this subreaper: unreaped, they would count against the uid's NPROC
             output, size = _read_output(output_path)
             shutil.rmtree(workdir, ignore_errors=True)
         result.output_tail = output
