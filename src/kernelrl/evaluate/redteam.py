@@ -1,13 +1,24 @@
 """Run the red-team corpus: exploit candidates that must be caught, legitimate kernels that must pass.
 
-A case is a candidate file whose header says what it is and what verdict it must get:
+The corpus ships with the package (`CORPUS`: `cases/` and `tasks/`), so `kernelrl redteam` works from a
+wheel. A case is a candidate file whose header says what it is and what verdict it must get:
 
     # redteam-class: caching            (or `legit`)
     # redteam-expect: rejected|incorrect
     # redteam-task: scaled_relu         (a file in the corpus's tasks/ directory)
-    # redteam-reason: stale-output      (a substring of the error; optional)
+    # redteam-reason: stale-output      (a substring of the error; optional; `a|b`: either)
     # redteam-policy: {"static_severity": {"native-syscalls": "warn"}}   (EvalConfig overrides; optional)
     # redteam-needs: sandbox            (only bubblewrap stops it: skipped where bwrap is missing)
+    # redteam-max-speedup: 1.5          (an `ok` verdict passes only up to this speedup; optional)
+    # redteam-feedback-must-not-contain: root:x:0   (nothing a model is shown may hold it; `a|b`: neither)
+    # redteam-run: alone                (after all others, in a one-worker pool of its own: it outlives
+    #                                    its evaluation or reads what earlier evaluations left behind)
+    # redteam-escapes-before: trust-split   (a known escape until that change lands: recorded, reported
+    #                                        apart, not judged differently)
+
+A case passes when its status is one of `expect`, the error holds one of `reason` (if any), an `ok` is no
+faster than `max-speedup` (if given), and no `feedback-must-not-contain` string appears in the error,
+feedback, printed output, stage messages or notes.
 """
 
 from __future__ import annotations
@@ -16,7 +27,6 @@ import json
 import os
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -29,6 +39,7 @@ from kernelrl.evaluate.pool import EvalPool
 from kernelrl.evaluate.result import EvalResult
 from kernelrl.tasks.loaders import load_task
 
+CORPUS = Path(__file__).parent / "redteam_corpus"  # the packaged corpus (cases/ and tasks/)
 SECRET_DIR = "/tmp/kernelrl-redteam-secret"  # exploits try to read this: only the sandbox stops them
 BAIT_PORT = 47231  # exploits try to connect here: only the sandbox stops them
 
@@ -42,6 +53,10 @@ class Case:
     reason: list[str] = field(default_factory=list)
     policy: dict[str, Any] = field(default_factory=dict)
     needs_sandbox: bool = False
+    max_speedup: float | None = None
+    must_not_contain: list[str] = field(default_factory=list)
+    run_alone: bool = False
+    escapes_before: str = ""  # the change expected to catch it (a known escape until then)
     source: str = ""
 
     @property
@@ -59,14 +74,36 @@ class Outcome:
     def passed(self) -> bool:
         status_ok = str(self.result.status) in self.case.expect
         reason_ok = not self.case.reason or any(r.lower() in self.result.error.lower() for r in self.case.reason)
-        return status_ok and reason_ok
+        speedup = self.result.speedup
+        speed_ok = self.case.max_speedup is None or self.result.status != "ok" or (
+            speedup is not None and speedup <= self.case.max_speedup
+        )
+        shown = self.shown_text()
+        secret_ok = not any(s in shown for s in self.case.must_not_contain)
+        return status_ok and reason_ok and speed_ok and secret_ok
+
+    @property
+    def known_escape(self) -> bool:
+        """Failed, as its header says it does until `escapes_before` lands."""
+        return bool(self.case.escapes_before) and not self.passed
+
+    def shown_text(self) -> str:
+        """Everything of the result that a model can be shown as feedback."""
+        r = self.result
+        return "\n".join([r.error, r.feedback, r.output_tail, *(s.message for s in r.stages), *r.notes])
 
     @property
     def reason(self) -> str:
         return (self.result.error.splitlines() or [""])[0][:120]
 
 
-def load_cases(corpus: Path) -> list[Case]:
+HEADER_KEYS = {
+    "class", "expect", "task", "reason", "policy", "needs", "max-speedup", "feedback-must-not-contain", "run",
+    "escapes-before",
+}
+
+
+def load_cases(corpus: Path = CORPUS) -> list[Case]:
     cases = []
     for path in sorted((corpus / "cases").glob("*.py")):
         source = path.read_text()
@@ -79,6 +116,11 @@ def load_cases(corpus: Path) -> list[Case]:
         missing = {"class", "expect", "task"} - set(header)
         if missing:
             raise ValueError(f"{path}: header lacks redteam-{', redteam-'.join(sorted(missing))}")
+        unknown = set(header) - HEADER_KEYS
+        if unknown:
+            raise ValueError(f"{path}: unknown header key redteam-{', redteam-'.join(sorted(unknown))}")
+        if header.get("run", "alone") != "alone" or header.get("needs", "sandbox") != "sandbox":
+            raise ValueError(f"{path}: redteam-run takes only `alone`, redteam-needs only `sandbox`")
         cases.append(Case(
             name=path.stem,
             cls=header["class"],
@@ -87,6 +129,10 @@ def load_cases(corpus: Path) -> list[Case]:
             reason=[r for r in header.get("reason", "").split("|") if r],
             policy=json.loads(header.get("policy", "{}")),
             needs_sandbox=header.get("needs") == "sandbox",
+            max_speedup=float(header["max-speedup"]) if "max-speedup" in header else None,
+            must_not_contain=[s for s in header.get("feedback-must-not-contain", "").split("|") if s],
+            run_alone=header.get("run") == "alone",
+            escapes_before=header.get("escapes-before", ""),
             source=source,
         ))
     return cases
@@ -124,21 +170,32 @@ def bait() -> Iterator[None]:
         server.close()
 
 
-def run_cases(cases: list[Case], corpus: Path, workers: int = 2, sandbox: str = "auto") -> list[Outcome]:
-    """Evaluate every case with the default policy (plus its overrides); outcomes in case order."""
+def run_cases(cases: list[Case], corpus: Path = CORPUS, workers: int = 2, sandbox: str = "auto") -> list[Outcome]:
+    """Evaluate every case with the default policy (plus its overrides); outcomes in case order.
+
+    Cases marked `run: alone` go last, each in a one-worker pool of its own (closed before the next),
+    so what they leave behind (a process that outlives its evaluation) reaches no other case."""
     tasks = {name: load_task(corpus / "tasks" / f"{name}.py") for name in {c.task for c in cases}}
     base = EvalConfig(timing_trials=5, timing_budget_s=0.2, timeouts={"build": 120, "init": 20, "correctness": 20, "timing": 30})
-    outcomes: list[Outcome | None] = [None] * len(cases)
-    with bait(), EvalPool(workers=workers, config=base, sandbox=sandbox) as pool:
-        started: dict[int, float] = {}
-        futures = {}
-        for index, case in enumerate(cases):
-            policy = dict(case.policy)
-            backend = policy.pop("backend", "cpu")
-            config = EvalConfig.from_dict({**base.to_dict(), **policy})
-            started[index] = time.perf_counter()
-            futures[index] = pool.submit(tasks[case.task], Candidate(case.source, backend=backend, id=case.name), config)
-        for index, future in futures.items():
-            result = future.result()
-            outcomes[index] = Outcome(cases[index], result, result.total_s)
-    return [o for o in outcomes if o is not None]
+    outcomes: dict[int, Outcome] = {}
+
+    def evaluate(indices: list[int], pool_workers: int) -> None:
+        with EvalPool(workers=pool_workers, config=base, sandbox=sandbox) as pool:
+            futures = {}
+            for index in indices:
+                case = cases[index]
+                policy = dict(case.policy)
+                backend = policy.pop("backend", "cpu")
+                config = EvalConfig.from_dict({**base.to_dict(), **policy})
+                futures[index] = pool.submit(tasks[case.task], Candidate(case.source, backend=backend, id=case.name), config)
+            for index, future in futures.items():
+                result = future.result()
+                outcomes[index] = Outcome(cases[index], result, result.total_s)
+
+    shared = [i for i, c in enumerate(cases) if not c.run_alone]
+    with bait():
+        if shared:
+            evaluate(shared, workers)
+        for index in (i for i, c in enumerate(cases) if c.run_alone):
+            evaluate([index], 1)
+    return [outcomes[i] for i in range(len(cases)) if i in outcomes]
