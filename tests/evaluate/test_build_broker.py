@@ -49,15 +49,31 @@ VICTIM = r"""{VICTIM_KERNEL}"""
 EVIL = "void scaled_relu(const float* x, float* y, long n, float s) {{ for (long i = 0; i < n; ++i) y[i] = 0.f; }}"
 
 evil = load_cpp(EVIL, ["scaled_relu"])
-target = library_path(_with_wrappers(VICTIM, [parse_function(VICTIM, "scaled_relu")]), "c++", full_flags("c++"))
-try:
-    os.makedirs(target.parent, exist_ok=True)
+native = os.path.dirname(os.path.dirname(evil.path))
+
+
+def victim_path():  # needs the cache's key
+    return library_path(_with_wrappers(VICTIM, [parse_function(VICTIM, "scaled_relu")]), "c++", full_flags("c++"))
+
+
+def plant(target):
+    os.makedirs(os.path.dirname(target), exist_ok=True)
     with open(evil.path, "rb") as src, open(target, "wb") as dst:
         dst.write(src.read())
-    print("PLANTED", target)
-except OSError as exc:
-    print("BLOCKED", exc)
-    raise
+
+
+for name, attack in [
+    ("derive", lambda: plant(victim_path())),
+    ("list", lambda: [os.listdir(os.path.join(native, d)) for d in os.listdir(native)]),  # other evaluations' libraries
+    ("beside", lambda: plant(os.path.join(os.path.dirname(evil.path), "planted.so"))),
+]:
+    try:
+        attack()
+        print("ALLOWED", name)
+    except OSError as exc:
+        print("BLOCKED", name, exc)
+        error = exc
+raise error
 
 
 class ModelNew(nn.Module):
@@ -108,8 +124,10 @@ def test_a_candidate_cannot_plant_a_library_under_another_sources_key(task: Task
         for victim_built in (False, True):
             attack = pool.evaluate(task, Candidate(PLANT))
             assert attack.status == Status.COMPILE_ERROR, attack.feedback
-            assert "Permission denied" in attack.error and "BLOCKED" in attack.output_tail, attack.feedback
-            assert "PLANTED" not in attack.output_tail
+            assert "Permission denied" in attack.error, attack.feedback
+            for name in ("derive", "list", "beside"):
+                assert f"BLOCKED {name}" in attack.output_tail, attack.output_tail
+            assert "ALLOWED" not in attack.output_tail
             assert os.path.exists(victim_path()) == victim_built
             victim = pool.evaluate(task, Candidate(VICTIM_GOOD))
             assert victim.status == Status.OK, victim.feedback
@@ -117,7 +135,7 @@ def test_a_candidate_cannot_plant_a_library_under_another_sources_key(task: Task
             assert victim.kernel_calls["scaled_relu"] > 0
     info = os.stat(victim_path())
     assert info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) == 0o644
-    assert stat.S_IMODE(os.stat(os.path.dirname(victim_path())).st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(os.path.dirname(victim_path())).st_mode) == 0o711
 
 
 @needs_root_sandbox
@@ -131,8 +149,9 @@ def test_the_compiler_runs_as_the_slots_build_uid_not_the_candidates(task: Task)
             handle.write("#define PROBE 1\n")
         os.chown(path, owner, owner)
         os.chmod(path, 0o600)
-    includes = "".join(f'#include "{cache}/{name}"\n' for name in headers)
-    source = C.GOOD.replace("void scaled_relu", includes + "void scaled_relu")
+    includes = "".join(f'#include "{name}"\n' for name in headers)  # found through -I (absolute paths are refused)
+    source = C.GOOD.replace("void scaled_relu", includes + "void scaled_relu").replace(
+        '["scaled_relu"])', f'["scaled_relu"], extra_flags=["-I{cache}"])')
     with EvalPool(workers=1, config=CONFIG, sandbox="bwrap") as pool:
         result = pool.evaluate(task, Candidate(source))
     assert result.status == Status.COMPILE_ERROR, result.feedback
@@ -177,3 +196,14 @@ def test_a_request_that_never_ends_times_out_the_build_stage(task: Task) -> None
         assert result.status == Status.TIMEOUT and "stage 'build'" in result.error, result.feedback
         good = pool.evaluate(task, Candidate(C.GOOD))
         assert good.status == Status.OK, good.feedback
+
+
+def test_compiler_feedback_does_not_echo_a_file_the_kernel_includes(pool: EvalPool, task: Task) -> None:
+    # The path comes from a macro, so the textual include check passes it: the log filter must catch it.
+    source = C.GOOD.replace("void scaled_relu", '#define LEAK "/etc/passwd"\n#include LEAK\nvoid scaled_relu')
+    result = pool.evaluate(task, Candidate(source))
+    assert result.status == Status.COMPILE_ERROR, result.feedback
+    with open("/etc/passwd") as handle:
+        first = handle.readline().strip()
+    assert first not in result.feedback and first.split(":")[0] + ":" not in result.feedback, result.feedback
+    assert "in other files omitted (e.g. /etc/passwd:1)" in result.error, result.error

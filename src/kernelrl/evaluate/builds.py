@@ -3,9 +3,12 @@
 The shared native cache is writable only by the supervisor. A child sends `{source, language, flags}`
 over a pipe; the supervisor computes the cache key itself, answers a hit at once, and on a miss runs
 the compiler (as the slot's build uid, which is not the candidate's uid, when the sandbox can drop
-privileges) in a private directory, then moves the library into the cache. Since the key covers the
-whole request and candidate code never touches the compiler or its output, what lands under a key is
-the real build of that request. A request that is not well-formed is treated as a forged message.
+privileges; under rlimits; refusing unsafe flags and includes) in a private directory, then moves the
+library into the cache. Since the key covers the whole request and candidate code never touches the
+compiler or its output, what lands under a key is the real build of that request. The key is keyed
+with a secret only the supervisors can read and the cache's directories cannot be listed, so a
+candidate can load only the libraries whose paths it was sent. A request that is not well-formed is
+treated as a forged message.
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ from kernelrl.native.build import (
     compiler_for,
     library_path,
     run_compiler,
-    unsafe_flag,
 )
+from kernelrl.native.hardening import flag_refusal
 
 MAX_REQUEST_BYTES = 4 * 2**20
 MAX_FLAGS = 64
@@ -67,12 +70,9 @@ class BuildService:
             return {"message": text, "log": log, "file_name": file_name}
 
         for flag in extra:
-            bad = unsafe_flag(flag)
-            if bad is not None:
-                return error(
-                    f"compiler flag {flag!r} is not allowed ({bad!r} could load code into the compiler or redirect "
-                    "its programs or output); pass only optimisation, warning, -D/-I and -f/-m code-generation flags"
-                )
+            refusal = flag_refusal(flag, language)
+            if refusal is not None:
+                return error(refusal)
         try:
             compiler = compiler_for(language)
             flags = [*DEFAULT_FLAGS[language], *extra]
@@ -85,7 +85,7 @@ class BuildService:
         if remaining <= 0:
             return None
         native = target.parent.parent
-        os.makedirs(target.parent, mode=0o755, exist_ok=True)
+        os.makedirs(target.parent, mode=0o711, exist_ok=True)  # traversable, not listable: names stay secret
         workdir = tempfile.mkdtemp(prefix=".build-", dir=native)
         try:
             if self.uid is not None:

@@ -7,6 +7,7 @@ import re
 from kernelrl.evaluate.loading import CANDIDATE_FILE, source_line_offset
 from kernelrl.evaluate.result import EvalResult, Status
 from kernelrl.native import CompileError
+from kernelrl.native.diagnostics import NOTE_PREFIX
 
 MAX_FEEDBACK_CHARS = 2000
 MAX_LOG_LINES = 25
@@ -20,7 +21,11 @@ def truncate(text: str, limit: int = MAX_FEEDBACK_CHARS) -> str:
 
 
 def compile_error_text(error: CompileError, candidate_source: str) -> str:
-    """The compiler's errors, with line numbers mapped into the candidate's own Python file."""
+    """The compiler's errors, with line numbers mapped into the candidate's own Python file.
+
+    Shown: lines with "error", the `required from here` lines that tie an error in a toolchain header to
+    the candidate's code, and the build's note of what it omitted (diagnostics in other files).
+    """
     offset = source_line_offset(candidate_source, error.source)
     lines = [ln for ln in error.log.splitlines() if "error" in ln or "note:" not in ln]
     if offset is not None and error.file_name:
@@ -34,7 +39,7 @@ def compile_error_text(error: CompileError, candidate_source: str) -> str:
         lines = [pattern.sub(relocate, ln) for ln in lines]
     if not any(ln.strip() for ln in lines):  # no compiler output (a refused flag, a timeout): say why
         return "compiler error:\n" + str(error)
-    errors = [ln for ln in lines if "error" in ln.lower()]
+    errors = [ln for ln in lines if "error" in ln.lower() or ln.startswith(NOTE_PREFIX) or "required from here" in ln]
     shown = (errors or lines)[:MAX_LOG_LINES]
     more = len(errors or lines) - len(shown)
     return "compiler error:\n" + "\n".join(shown) + (f"\n... {more} more lines" if more > 0 else "")

@@ -22,6 +22,8 @@ import sys
 import threading
 from pathlib import Path
 
+from kernelrl.native.build import native_key
+
 log = logging.getLogger(__name__)
 
 SANDBOX_ENV = "KERNELRL_SANDBOX"
@@ -106,8 +108,10 @@ def prepare_cache(cache_dir: str) -> None:
     """Lay out the build cache: `native` writable by this (the supervisors') uid only, the rest shared.
 
     Evaluations get native libraries from the supervisor's build service, so as root `native` and its
-    key directories are root's with mode 0755, and a library there that another uid could have written
-    (left by an older kernelrl that let evaluations write the cache) is removed: it cannot be trusted.
+    key directories are root's with mode 0711 (traversable, not listable: a library's name is a hash
+    keyed with `native.key`, root's alone with mode 0600, so a candidate can load only the libraries it
+    was sent the paths of), and a library there that another uid could have written (left by an older
+    kernelrl that let evaluations write the cache) is removed: it cannot be trusted.
     The torch_extensions and triton caches stay writable by every slot's uid (mode 1777). Runs once per
     process and cache (the workers of a pool start concurrently); entries that vanish mid-scan (another
     process's build being renamed into place) are skipped.
@@ -124,11 +128,12 @@ def _prepare_cache(cache_dir: str) -> None:
         os.makedirs(os.path.join(cache_dir, sub), exist_ok=True)
     if os.geteuid() != 0:
         return
-    for sub, mode in (("", 0o755), ("native", 0o755), ("torch_extensions", 0o1777), ("triton", 0o1777)):
+    for sub, mode in (("", 0o755), ("native", 0o711), ("torch_extensions", 0o1777), ("triton", 0o1777)):
         path = os.path.join(cache_dir, sub)
-        if mode == 0o755:
+        if mode in (0o755, 0o711):
             os.chown(path, 0, 0)
         os.chmod(path, mode)
+    native_key(cache_dir)  # made here, before any worker starts; a key another uid owns or can read is replaced
     for entry in Path(cache_dir, "native").iterdir():
         if entry.name.startswith(".build-"):
             continue  # a supervisor's build in progress (or a stale one: never read)
@@ -137,7 +142,7 @@ def _prepare_cache(cache_dir: str) -> None:
                 entry.unlink(missing_ok=True)
                 continue
             os.chown(entry, 0, 0)
-            os.chmod(entry, 0o755)
+            os.chmod(entry, 0o711)
             items = list(entry.iterdir())
         except FileNotFoundError:
             continue

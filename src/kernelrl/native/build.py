@@ -1,20 +1,29 @@
-"""Compile a C++ or CUDA source into a shared library, cached on disk by content hash."""
+"""Compile a C++ or CUDA source into a shared library, cached on disk under a keyed hash of the request."""
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
+import hmac
 import json
 import os
 import platform
+import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from kernelrl.native.diagnostics import sanitize_log
+from kernelrl.native.hardening import UNSAFE_FLAG_PREFIXES as UNSAFE_FLAG_PREFIXES
+from kernelrl.native.hardening import BuildLimits, flag_refusal, include_violations
+from kernelrl.native.hardening import unsafe_flag as unsafe_flag
 
 SOURCE_NAME = {"c++": "kernel.cpp", "cuda": "kernel.cu"}
 DEFAULT_FLAGS = {
@@ -25,7 +34,8 @@ BUILD_TIMEOUT_S = float(os.environ.get("KERNELRL_BUILD_TIMEOUT", "180"))
 
 
 class CompileError(RuntimeError):
-    """The compiler rejected the source. `log` holds its output with paths reduced to the file name."""
+    """The compiler (or the build's checks) rejected the source. `log` holds the compiler's output with paths
+    reduced to the file name and nothing quoted from files other than the source (`sanitize_log`)."""
 
     def __init__(self, message: str, log: str, source: str, file_name: str) -> None:
         super().__init__(f"{message}\n{log}".strip())
@@ -81,24 +91,26 @@ def cuda_arch_flags() -> list[str]:
     return []
 
 
-UNSAFE_FLAG_PREFIXES = (
-    "-fplugin", "-B", "-specs", "--specs", "--sysroot", "-isysroot", "-wrapper", "-plugin", "--plugin", "@",
-    "-o", "--output", "-ccbin", "--compiler-bindir", "-run", "--run", "--dryrun", "-keep-dir", "--keep-dir",
-)
 MAX_LOG_BYTES = 1 << 20
+KEY_FILE = "native.key"  # in the cache root: the secret that names the cache's entries (0600, its owner only)
 
 
-def unsafe_flag(flag: str) -> str | None:
-    """The part of `flag` that would load code into the compiler or redirect its programs or output, if any.
+def check_flags(flags: list[str] | tuple[str, ...], language: str) -> None:
+    """Raise `CompileError` for the first flag a build refuses (`native.hardening.unsafe_flag`)."""
+    for flag in flags:
+        message = flag_refusal(flag, language)
+        if message is not None:
+            raise CompileError(message, "", "", SOURCE_NAME.get(language, ""))
 
-    Forwarded values count too (`-Xcompiler -fplugin=x`, `-Wl,-plugin,x`, `--compiler-options=-B/x`), so a
-    flag is split on `,` and `=` and every piece is checked against `UNSAFE_FLAG_PREFIXES`.
-    """
-    for piece in (flag, *flag.replace("=", ",").split(",")):
-        piece = piece.strip()
-        if piece.startswith(UNSAFE_FLAG_PREFIXES):
-            return piece
-    return None
+
+def check_includes(source: str, language: str) -> None:
+    """Raise `CompileError` for `#include`s of absolute paths, `..` or /dev, /proc, /sys, naming their lines."""
+    violations = include_violations(source)
+    if violations:
+        file_name = SOURCE_NAME[language]
+        log = "\n".join(f"{file_name}:{line}:1: error: {text} is not allowed: it names {reason}; include only "
+                        "standard and toolchain headers by their usual names" for line, text, reason in violations)
+        raise CompileError("include refused before compiling", log, source, file_name)
 
 
 def full_flags(language: str, extra_flags: tuple[str, ...] | list[str] = ()) -> list[str]:
@@ -109,11 +121,73 @@ def full_flags(language: str, extra_flags: tuple[str, ...] | list[str] = ()) -> 
 
 
 def library_path(source: str, language: str, flags: list[str]) -> Path:
-    """Where the cache keeps the build of `source` with exactly `flags` (see `full_flags`)."""
-    key = hashlib.sha256(
-        json.dumps([source, language, flags, compiler_identity(compiler_for(language))]).encode()
-    ).hexdigest()
+    """Where the cache keeps the build of `source` with exactly `flags` (see `full_flags`).
+
+    The name is a keyed hash (HMAC-SHA256 under `native_key`), so whoever cannot read the key cannot
+    derive a library's path from its source; with the cache's directories 0711 (traversable, not
+    listable) a library can only be loaded by a process that was handed its path.
+    """
+    request = json.dumps([source, language, flags, compiler_identity(compiler_for(language))]).encode()
+    key = hmac.new(native_key(), request, hashlib.sha256).hexdigest()
     return cache_dir() / "native" / key[:2] / f"{key}.so"
+
+
+_KEYS: dict[str, bytes] = {}
+
+
+def native_key(root: Path | str | None = None) -> bytes:
+    """The secret (32 random bytes) naming the entries of the build cache at `root` (default `cache_dir()`).
+
+    Kept in `root/native.key`, a regular file private to this uid (the supervisors': root); made
+    atomically on first use. A key file another uid owns or could read is removed and replaced (its
+    old entries are then never served again); one this uid cannot open raises `PermissionError`.
+    """
+    path = Path(root or cache_dir()) / KEY_FILE
+    cached = _KEYS.get(str(path))
+    if cached is not None:
+        return cached
+    key = _read_key(path)
+    if key is None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = path.with_name(f".{KEY_FILE}-{os.getpid()}-{secrets.token_hex(4)}")
+        fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, secrets.token_bytes(32))
+        finally:
+            os.close(fd)
+        try:
+            os.link(scratch, path)  # the first of concurrent creators wins; the others read its key
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(scratch)
+        key = _read_key(path)
+        if key is None:
+            raise PermissionError(f"cannot make a private build-cache key at {path}")
+    _KEYS[str(path)] = key
+    return key
+
+
+def _read_key(path: Path) -> bytes | None:
+    """The key in `path`; None if there is none or it was not private to this uid (then it is removed)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        path.unlink()  # a symlink: never follow it
+        return None
+    try:
+        info = os.fstat(fd)
+        data = os.read(fd, 64)
+    finally:
+        os.close(fd)
+    if info.st_uid != os.geteuid() or info.st_mode & 0o077 or not stat.S_ISREG(info.st_mode) or len(data) < 32:
+        path.unlink()
+        return None
+    return data
 
 
 def as_uid(command: list[str], user: int | None) -> tuple[list[str], dict[str, Any]]:
@@ -137,24 +211,43 @@ def _kill_group(pid: int) -> None:
         pass
 
 
+_LIMIT_SIGNALS = {signal.SIGXCPU: "its CPU time limit", signal.SIGXFSZ: "its file size limit",
+                  signal.SIGKILL: "a hard limit (CPU time or memory)"}
+
+
 def run_compiler(
-    source: str, language: str, flags: list[str], workdir: str, timeout: float, user: int | None = None
+    source: str, language: str, flags: list[str], workdir: str, timeout: float, user: int | None = None,
+    limits: BuildLimits | None = None,
 ) -> tuple[Path, str]:
     """Compile `source` in `workdir` (optionally as uid/gid `user`); the library's path and the compiler log.
 
-    Raises `CompileError` on failure, and `TimeoutError` past `timeout` (the compiler's whole process
-    group is killed). The log has the temporary paths reduced to the source's file name.
+    Refused flags and includes raise `CompileError` before the compiler starts (`check_flags`,
+    `check_includes`). The compiler runs under `limits` (default `BuildLimits.for_build`; the process
+    count only for a dedicated `user`) with `workdir` as its TMPDIR. Raises `CompileError` on failure,
+    and `TimeoutError` past `timeout` (the compiler's whole process group is killed). The log has the
+    temporary paths reduced to the source's file name and no text of other files (`sanitize_log`).
     """
+    check_flags(flags, language)
+    check_includes(source, language)
     compiler = compiler_for(language)
     file_name = SOURCE_NAME[language]
     src_path = Path(workdir) / file_name
-    src_path.write_text(source)
+    try:
+        src_path.write_bytes(source.encode())
+    except UnicodeEncodeError as exc:  # a lone surrogate, sent through the broker's JSON
+        raise CompileError(f"the source is not valid Unicode text ({exc.reason})", "", source, file_name) from None
     out_path = Path(workdir) / "lib.so"
-    command, as_user = as_uid([compiler, *flags, str(src_path), "-o", str(out_path)], user)
+    limits = limits or BuildLimits.for_build(language, timeout)
+    command = [compiler, *flags, str(src_path), "-o", str(out_path)]
+    prefix = limits.command(dedicated_uid=user is not None)
+    extra: dict[str, Any] = {}
+    if prefix is None:
+        extra["preexec_fn"] = functools.partial(limits.apply, user is not None)
+    command, as_user = as_uid([*(prefix or []), *command], user)
     with tempfile.TemporaryFile() as log_file:
         proc = subprocess.Popen(
             command, cwd=workdir, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-            start_new_session=True, **as_user,
+            start_new_session=True, env={**os.environ, "TMPDIR": workdir}, **as_user, **extra,
         )
         # A timer kills the group at the deadline while this thread blocks in waitpid: `wait(timeout=...)`
         # polls with sleeps of up to 50 ms, which added ~40 ms to every build.
@@ -173,8 +266,13 @@ def run_compiler(
         raw = log_file.read(MAX_LOG_BYTES + 1)
     log = raw[:MAX_LOG_BYTES].decode("utf-8", errors="replace") + ("\n[compiler log cut]" if len(raw) > MAX_LOG_BYTES else "")
     log = log.replace(str(src_path), file_name).replace(workdir.rstrip("/") + "/", "")
+    log = sanitize_log(log, file_name, compiler, language)
     if proc.returncode != 0:
-        raise CompileError(f"{compiler} failed (exit {proc.returncode})", log, source, file_name)
+        limit = _LIMIT_SIGNALS.get(-proc.returncode)
+        why = f"killed by {limit}" if limit else f"exit {proc.returncode}"
+        raise CompileError(f"{compiler} failed ({why})", log, source, file_name)
+    if not out_path.is_file():
+        raise CompileError(f"{compiler} made no library (a flag stopped it before linking)", log, source, file_name)
     return out_path, log
 
 
@@ -229,7 +327,8 @@ def build_shared_library(source: str, language: str = "c++", extra_flags: tuple[
     if target.exists():
         return target
     if not target.parent.is_dir():
-        target.parent.mkdir(parents=True, exist_ok=True)
+        os.makedirs(target.parent.parent, mode=0o711, exist_ok=True)
+        os.makedirs(target.parent, mode=0o711, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as tmp:
         try:
             out_path, _ = run_compiler(source, language, flags, tmp, BUILD_TIMEOUT_S)
