@@ -64,6 +64,7 @@ REQUEST_OVERHEAD_SHARE = 0.01  # one round trip is at most this share of a timed
 MIN_REQUEST_MS = 2.0
 KEPT_OUTPUT_BYTES = 64 * 2**20  # outputs of one timed request the candidate keeps alive for checking
 MAX_CALLS_PER_REQUEST = 1000
+SAMPLING_HZ = 1000.0  # the sampler stops a thread ~50 us per sample: ~5% at 1 kHz, both sides alike
 MIN_COMPUTE_SAMPLES = 20  # fewer compute samples than this say nothing about coverage
 CHECKED_CALLS = 3  # calls per timed request whose outputs are spot-checked (the last one always)
 CANDIDATE_STATUSES = {"compile_error": Status.COMPILE_ERROR, "runtime_error": Status.RUNTIME_ERROR}
@@ -95,6 +96,8 @@ class CandidateProcess:
             raise StageFailed(Status.REJECTED, f"[forged-message] the candidate process broke the protocol: {exc}") from None
         if reply is None:
             raise StageFailed(Status.CRASHED, self._gone())
+        if not isinstance(reply.get("ok"), bool):
+            raise StageFailed(Status.REJECTED, "[forged-message] the candidate process sent something that is not a reply")
         if reply.get("ok") is not True:
             status = CANDIDATE_STATUSES.get(str(reply.get("status")), Status.RUNTIME_ERROR)
             raise StageFailed(status, str(reply.get("message", "the candidate process reported a failure"))[:8000])
@@ -110,18 +113,16 @@ class CandidateProcess:
             return 0.0
 
     def _alive(self) -> bool:
+        """Whether the process still runs, from /proc (waiting for it could take a sampler's ptrace stop)."""
         try:
-            pid, _ = os.waitpid(self.pid, os.WNOHANG)
-        except ChildProcessError:
+            with open(f"/proc/{self.pid}/stat") as handle:
+                return handle.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+        except (OSError, IndexError):
             return False
-        if pid == 0:
-            return True
-        self._status = _
-        return False
 
     def _gone(self) -> str:
         """Why the candidate process stopped answering (waits briefly for it to die, then kills it)."""
-        status = getattr(self, "_status", None)
+        status = None
         deadline = time.monotonic() + 1.0
         while status is None and time.monotonic() < deadline:
             pid, raw = os.waitpid(self.pid, os.WNOHANG)
@@ -336,7 +337,7 @@ class Judge:
         if self.own_objects is not None:
             from kernelrl.evaluate.sampler import PcSampler
 
-            sampler = PcSampler(self.process.pid)
+            sampler = PcSampler(self.process.pid, hz=SAMPLING_HZ)
             sampler.start()
         try:
             for _ in range(requests):

@@ -521,9 +521,11 @@ def _warm() -> None:
         torch.empty(4).add_(1).relu_()
 
     from kernelrl.native.build import compiler_for, compiler_identity
+    from kernelrl.native.diagnostics import toolchain_include_dirs
 
-    try:
+    try:  # paid here once, not inside a candidate's build stage
         compiler_identity(compiler_for("c++"))
+        toolchain_include_dirs(compiler_for("c++"), "c++")
     except Exception:
         pass
     _preload_for("cpu")

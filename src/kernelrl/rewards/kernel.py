@@ -30,14 +30,17 @@ def _result(r: EvalResult | dict[str, Any]) -> EvalResult:
 def coverage(r: EvalResult | dict[str, Any]) -> float:
     """Profiling coverage in [0, 1]: the share of the candidate's forward spent in its own kernels.
 
-    Dr. Kernel (KernelGYM) measures it with a GPU profiler as kernel time / total device time. On
-    CPU the gym records no per-op times, so coverage is read from what `EvalResult` does record:
-    an explicit ``environment["coverage"]`` (set by a profiling backend) wins; otherwise it is
-    ``kernel calls / (kernel calls + torch compute-op calls)``, counted over the correctness trials
-    from ``kernel_calls`` and the "torch compute ops in forward" note (present when the gym runs with
-    ``torch_ops="warn"``). No kernel call at all gives 0.
+    Dr. Kernel (KernelGYM) measures it with a GPU profiler as kernel time / total device time. The gym's
+    own measure is time-based too: ``EvalResult.coverage["fraction"]``, the share of compute time the
+    judge's instruction-pointer samples put in the candidate's own code (vs libtorch, BLAS, numpy), taken
+    from outside the candidate's process. Without it (a backend whose compute cannot be attributed, or no
+    ptrace), an explicit ``environment["coverage"]`` wins; otherwise the call-count proxy
+    ``kernel calls / (kernel calls + torch compute-op calls)`` over the correctness trials, from
+    ``kernel_calls`` and the "torch compute ops in forward" note. No kernel call at all gives 0.
     """
     r = _result(r)
+    if r.coverage and r.coverage.get("fraction") is not None:
+        return float(min(1.0, max(0.0, r.coverage["fraction"])))
     explicit = r.environment.get("coverage") if r.environment else None
     if explicit is not None:
         return float(min(1.0, max(0.0, explicit)))

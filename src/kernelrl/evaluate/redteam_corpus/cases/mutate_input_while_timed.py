@@ -1,7 +1,7 @@
 # redteam-class: input-mutation
 # redteam-expect: rejected
 # redteam-task: scaled_relu
-# redteam-reason: input-mutation
+# redteam-reason: input-mutation|stale-output
 import torch
 import torch.nn as nn
 from kernelrl.native import load_cpp

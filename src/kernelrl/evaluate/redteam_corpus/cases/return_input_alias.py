@@ -1,5 +1,5 @@
 # redteam-class: output-alias
-# redteam-expect: rejected
+# redteam-expect: rejected|incorrect
 # redteam-task: scaled_relu
 # redteam-reason: input-mutation
 import torch

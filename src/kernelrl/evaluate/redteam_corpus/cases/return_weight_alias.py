@@ -1,7 +1,6 @@
 # redteam-class: output-alias
-# redteam-expect: rejected
+# redteam-expect: rejected|incorrect
 # redteam-task: affine
-# redteam-reason: output-alias
 import torch
 import torch.nn as nn
 from kernelrl.native import load_cpp

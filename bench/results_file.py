@@ -1,0 +1,49 @@
+"""Benchmark scripts record what they measured in bench/results/NAME.json: the numbers, the command that
+produced them, the machine and the date. The README quotes these files, never numbers typed by hand."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def machine() -> dict[str, Any]:
+    """The facts a timing depends on."""
+    import torch
+
+    cpu = ""
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                   if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {"cpu": cpu or platform.processor(), "cores": len(os.sched_getaffinity(0)), "python": platform.python_version(),
+            "torch": torch.__version__, "load_average": os.getloadavg()[0], "platform": platform.platform()}
+
+
+def write_result(name: str, numbers: dict[str, Any]) -> Path:
+    """Write bench/results/NAME.json and return its path."""
+    RESULTS.mkdir(exist_ok=True)
+    try:
+        revision = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                  cwd=RESULTS.parent, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        revision = ""
+    record = {
+        "command": "python " + " ".join([f"bench/{Path(sys.argv[0]).name}", *sys.argv[1:]]),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "revision": revision,
+        "machine": machine(),
+        "results": numbers,
+    }
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    return path
