@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -68,6 +69,12 @@ elif mode == "hybrid":
         mm(0.05)
 elif mode == "threads":
     lib.par_busy(4, 0.4)
+elif mode == "fork":  # the work is done by a forked child
+    pid = os.fork()
+    if pid == 0:
+        lib.busy(0.4)
+        os._exit(7)
+    print("child", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
 elif mode == "exit":
     lib.busy(0.3)
     print(lib.mix(100000), flush=True)
@@ -118,18 +125,23 @@ def tell(proc: subprocess.Popen) -> None:
     proc.stdin.flush()
 
 
-def sample_run(lib: Path, mode: str) -> tuple[PcSamples, subprocess.Popen]:
+def sample_run(lib: Path, mode: str) -> tuple[PcSamples, subprocess.Popen, list[str]]:
     """Sample one run of `mode` from its start to its "done"; the child is left waiting to exit."""
     proc = spawn(lib, mode)
     sampler = PcSampler(proc.pid, hz=HZ)
     sampler.start()
+    watchdog = threading.Timer(60, sampler.stop)  # a child stuck by the sampler fails instead of hanging
+    watchdog.start()
     tell(proc)
-    result = proc.stdout.readline().strip()
-    assert proc.stdout.readline().strip() == "done"
+    lines = []
+    while (line := proc.stdout.readline().strip()) not in ("done", ""):
+        lines.append(line)
+    watchdog.cancel()
+    assert not sampler.wait(0), "the child was stuck until sampling stopped"
     samples = sampler.stop()
     assert samples.error is None, samples.error
-    assert int(result) == expected_mix(100000)
-    return samples, proc
+    assert int(lines[-1]) == expected_mix(100000)
+    return samples, proc, lines[:-1]
 
 
 def finish(proc: subprocess.Popen) -> None:
@@ -162,7 +174,7 @@ def test_classification_table() -> None:
 
 
 def test_own_library_dominates(lib: Path) -> None:
-    samples, proc = sample_run(lib, "own")
+    samples, proc, _ = sample_run(lib, "own")
     coverage = classify(samples, (str(lib.parent),))
     assert coverage.total > 0.5 * 0.8 * HZ, samples  # most of 0.8 s of one thread was sampled
     assert coverage.fraction > 0.8, samples
@@ -170,7 +182,7 @@ def test_own_library_dominates(lib: Path) -> None:
 
 
 def test_torch_is_fallback(lib: Path) -> None:
-    samples, proc = sample_run(lib, "torch")
+    samples, proc, _ = sample_run(lib, "torch")
     coverage = classify(samples, (str(lib.parent),))
     assert coverage.fraction < 0.1, samples
     assert coverage.fallback > coverage.own + coverage.overhead, samples
@@ -178,19 +190,27 @@ def test_torch_is_fallback(lib: Path) -> None:
 
 
 def test_hybrid_is_in_between(lib: Path) -> None:
-    samples, proc = sample_run(lib, "hybrid")
+    samples, proc, _ = sample_run(lib, "hybrid")
     coverage = classify(samples, (str(lib.parent),))
     assert 0.25 < coverage.fraction < 0.75, samples
     finish(proc)
 
 
 def test_threads_created_while_sampling(lib: Path) -> None:
-    samples, proc = sample_run(lib, "threads")
+    samples, proc, _ = sample_run(lib, "threads")
     coverage = classify(samples, (str(lib.parent),))
     assert samples.threads_seen >= 3, samples
     # four threads for 0.4 s: more own time than one thread could have had
     assert coverage.own > 2 * 0.4 * HZ, samples
     assert coverage.fraction > 0.8, samples
+    finish(proc)
+
+
+def test_forked_child_is_followed(lib: Path) -> None:
+    samples, proc, lines = sample_run(lib, "fork")
+    assert lines == ["child 7"]  # its parent got its exit status while both were traced
+    assert classify(samples, (str(lib.parent),)).own > 0.5 * 0.4 * HZ, samples
+    assert samples.threads_seen >= 2, samples
     finish(proc)
 
 

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 _PTRACE_CONT, _PTRACE_DETACH = 7, 17
@@ -48,13 +49,16 @@ _STUCK_S = 0.02  # a thread interrupted this long without news is checked in /pr
 
 @dataclass
 class PcSamples:
-    """Sample counts per mapped object ("[anon]", "[vdso]", "[unknown]" for non-file code)."""
+    """Thread time per mapped object ("[anon]", "[vdso]", "[unknown]" for code no file backs).
+
+    Time is counted in sampling periods (1/hz): the number of samples, had every tick been on time.
+    """
 
     by_object: dict[str, int]
     total: int
-    threads_seen: int
+    threads_seen: int  # threads that were sampled
     error: str | None = None  # why sampling failed or was unavailable
-    ticks: int = 0  # sampling rounds (each samples every running thread once)
+    ticks: int = 0  # sampling rounds
     cpu_s: float = 0.0  # CPU time of the sampler thread
 
 
@@ -130,7 +134,7 @@ class _Iovec(ctypes.Structure):
     _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
 
 
-def _libc_ptrace() -> ctypes._CFuncPtr | None:
+def _libc_ptrace() -> Callable[..., int] | None:
     try:
         fn = ctypes.CDLL(None, use_errno=True).ptrace
     except (OSError, AttributeError):
@@ -143,7 +147,7 @@ def _libc_ptrace() -> ctypes._CFuncPtr | None:
 _ptrace_fn = _libc_ptrace() if sys.platform == "linux" else None
 
 
-def _ptrace(request: int, tid: int, addr: int | ctypes._Pointer | None = None, data: object = None) -> int:
+def _ptrace(request: int, tid: int, addr: int | None = None, data: int | None = None) -> int:
     """ptrace(2); returns 0 or -errno."""
     if _ptrace_fn is None:
         return -1
@@ -151,23 +155,22 @@ def _ptrace(request: int, tid: int, addr: int | ctypes._Pointer | None = None, d
     return -ctypes.get_errno() if result == -1 else 0
 
 
-def _read_maps(tgid: int) -> tuple[list[int], list[int], list[str]]:
-    """Executable mappings of `tgid`, sorted: (starts, ends, names)."""
+def _parse_maps(text: str) -> tuple[list[int], list[int], list[str]]:
+    """Executable mappings in a /proc/PID/maps text, sorted: (starts, ends, names)."""
     starts, ends, names = [], [], []
-    with open(f"/proc/{tgid}/maps") as f:
-        for line in f:
-            parts = line.split(maxsplit=5)
-            if len(parts) < 2 or "x" not in parts[1]:
-                continue
-            path = parts[5].rstrip("\n") if len(parts) > 5 else ""
-            if path.endswith(" (deleted)"):
-                path = path[: -len(" (deleted)")]
-            if not path or path in ("[heap]", "[stack]") or path.startswith(("[anon", "[stack")):
-                path = "[anon]"
-            lo, hi = parts[0].split("-")
-            starts.append(int(lo, 16))
-            ends.append(int(hi, 16))
-            names.append(path)
+    for line in text.splitlines():
+        parts = line.split(maxsplit=5)
+        if len(parts) < 2 or "x" not in parts[1]:
+            continue
+        path = parts[5] if len(parts) > 5 else ""
+        if path.endswith(" (deleted)"):
+            path = path[: -len(" (deleted)")]
+        if not path or path in ("[heap]", "[stack]") or path.startswith(("[anon", "[stack")):
+            path = "[anon]"
+        lo, hi = parts[0].split("-")
+        starts.append(int(lo, 16))
+        ends.append(int(hi, 16))
+        names.append(path)
     return starts, ends, names
 
 
@@ -202,7 +205,7 @@ class PcSampler:
     def __init__(self, pid: int, hz: float = 2000.0) -> None:
         self.pid, self.period = pid, 1.0 / hz
         self._threads: dict[int, _Tracee] = {}
-        self._maps: dict[int, tuple[float, list[int], list[int], list[str]]] = {}
+        self._maps: dict[int, tuple[float, str, list[int], list[int], list[str]]] = {}  # tgid -> read at, text, ...
         self._time: dict[str, float] = {}  # thread-seconds per object
         self._seen: set[int] = set()
         self._ticks, self._cpu_s, self._error = 0, 0.0, None
@@ -353,17 +356,20 @@ class PcSampler:
 
     def _next_event(self, tid: int) -> int | None:
         """The status of `tid`'s pending stop (consumed), -1 if it exited, None if nothing happened."""
-        # Peek first: a wait for exits reports ptrace stops too, and the child's own exit is the caller's.
-        info = os.waitid(os.P_PID, tid, os.WSTOPPED | os.WEXITED | _WALL | os.WNOHANG | os.WNOWAIT)
-        if info is None:
-            return None
-        if info.si_code in (os.CLD_EXITED, os.CLD_KILLED, os.CLD_DUMPED):
-            if tid != self.pid:  # reap threads and forked children
-                os.waitid(os.P_PID, tid, os.WEXITED | _WALL | os.WNOHANG)
-            self._threads.pop(tid, None)
-            return -1
-        info = os.waitid(os.P_PID, tid, os.WSTOPPED | _WALL | os.WNOHANG)  # consumes the stop, never an exit
-        return info.si_status if info is not None else None
+        try:
+            info = os.waitid(os.P_PID, tid, os.WSTOPPED | _WALL | os.WNOHANG)  # a stop; never takes an exit
+            if info is not None:
+                return info.si_status
+        except ChildProcessError:  # the answer for a zombie, which only a wait for exits sees
+            pass
+        # Peek at exits: this wait reports ptrace stops too, and the child's own exit status is the caller's.
+        info = os.waitid(os.P_PID, tid, os.WEXITED | _WALL | os.WNOHANG | os.WNOWAIT)
+        if info is None or info.si_code not in (os.CLD_EXITED, os.CLD_KILLED, os.CLD_DUMPED):
+            return None  # nothing, or a stop that came just now (taken at the next poll)
+        if tid != self.pid:  # reap threads and forked children
+            os.waitid(os.P_PID, tid, os.WEXITED | _WALL | os.WNOHANG)
+        self._threads.pop(tid, None)
+        return -1
 
     def _stolen_status(self, tid: int) -> int:
         info = (ctypes.c_int * 32)()
@@ -390,12 +396,13 @@ class PcSampler:
             _ptrace(_PTRACE_LISTEN, tid)
             t.state, t.armed = "stop", False
         elif event == _EV_STOP:  # our interrupt, a new thread's first stop, or the wake-up from SIGCONT
+            pc = self._pc(tid) if t.armed else None
+            _ptrace(_PTRACE_CONT, tid, None, 0)  # before the lookup: a stopped thread loses wall time
             if t.armed:
-                self._sample(tid, t)
+                self._charge(tid, t, pc)
             else:  # its time stopped or not yet started is nobody's
                 t.last = time.monotonic()
             t.state, t.armed = "run", False
-            _ptrace(_PTRACE_CONT, tid, None, 0)
         else:  # a signal or event stop; it cleared any pending interrupt, so re-arm it while stopped
             if t.armed:
                 _ptrace(_PTRACE_INTERRUPT, tid)
@@ -410,15 +417,18 @@ class PcSampler:
         except (OSError, ValueError):
             return default
 
-    def _sample(self, tid: int, t: _Tracee) -> None:
-        """Charge the thread's time since its last sample to the object at its PC."""
-        weight, t.last = t.since - t.last, t.since
+    def _pc(self, tid: int) -> int | None:
         iov = _Iovec(ctypes.addressof(self._regs), ctypes.sizeof(self._regs))
         if _ptrace(_PTRACE_GETREGSET, tid, _NT_PRSTATUS, ctypes.addressof(iov)) != 0:
+            return None
+        return self._regs[self._pc_index] if iov.len == ctypes.sizeof(self._regs) else -1  # -1: 32-bit
+
+    def _charge(self, tid: int, t: _Tracee, pc: int | None) -> None:
+        """Charge the thread's time since its last sample to the object at its PC."""
+        weight, t.last = t.since - t.last, t.since
+        if pc is None:
             return
-        name = "[unknown]"
-        if iov.len == ctypes.sizeof(self._regs):  # else a 32-bit tracee: its layout differs
-            name = self._object_at(t.tgid, self._regs[self._pc_index])
+        name = self._object_at(t.tgid, pc) if pc >= 0 else "[unknown]"
         self._time[name] = self._time.get(name, 0.0) + weight
         self._seen.add(tid)
 
@@ -428,11 +438,14 @@ class PcSampler:
             cached = self._maps.get(tgid)
             if attempt or cached is None or now - cached[0] > _MAPS_MAX_AGE_S:
                 try:
-                    cached = (now, *_read_maps(tgid))
+                    with open(f"/proc/{tgid}/maps") as f:
+                        text = f.read()
                 except OSError:
                     return "[unknown]"
+                parsed = cached[1:] if cached is not None and cached[1] == text else (text, *_parse_maps(text))
+                cached = (now, *parsed)
                 self._maps[tgid] = cached
-            _, starts, ends, names = cached
+            _, _, starts, ends, names = cached
             i = bisect.bisect_right(starts, pc) - 1
             if i >= 0 and pc < ends[i]:
                 return names[i]
