@@ -12,9 +12,11 @@ signal stop is re-delivered, group stops are left stopped with `PTRACE_LISTEN`),
 never killed: if the sampler thread dies, the kernel detaches and resumes every tracee.
 
 Contract for the caller: while a sampler runs, no other thread of this process may wait for the
-sampled process (`Popen.wait`/`poll`/`communicate`, asyncio child watchers): the kernel reports the
-ptrace stops of a tracer's own children to any waiter of its thread group. Use `PcSampler.wait`
-(sampling ends when the process exits; its exit status is left for the caller), then `stop()`.
+sampled process (`Popen.wait`/`poll`/`communicate`, `os.waitpid(-1)`, asyncio child watchers): the
+kernel reports the ptrace stops of a tracer's own children to any waiter of its thread group. Use
+`PcSampler.wait` (sampling ends when the process exits; its exit status is left for the caller), or
+`stop()` before waiting. Own prefixes are matched against paths as this process sees them in
+/proc/PID/maps; the tightest are the exact paths of the libraries built for the candidate.
 """
 
 from __future__ import annotations
