@@ -16,8 +16,9 @@ falls back to `clone`, whose flags it can), and `setpgid` reports success withou
 
 The filter names the pid it may signal (`own_pid`, by default the installing process); a process the
 candidate forks inherits that filter unchanged, so it may signal the candidate (and its own group
-with pid 0) but neither itself by pid nor its own children: `os.kill(os.getpid(), sig)` fails there,
-`os.kill(0, sig)` works, and `raise()`/`abort()` still end it (glibc falls back to a fault).
+with pid 0) but neither itself by pid nor its own children: `os.kill(os.getpid(), sig)` and `raise()`
+fail there with EPERM, `os.kill(0, sig)` works, and `abort()` ends it with SIGSEGV instead of SIGABRT
+(glibc's fallback when raising SIGABRT fails).
 
 The helpers are for the judge: `cpus_for_slot` and `set_affinity` place a candidate's threads,
 `make_subreaper` keeps orphaned descendants under the judge, `kill_descendants` kills them (also
@@ -207,18 +208,20 @@ def filter_program(arch: Arch, own_pid: int, deny_errno: int = errno.EPERM) -> b
     a.load(_NR)
     if arch.x32_bit is not None:
         a.jump(_JGE, arch.x32_bit, "deny")
+    # Calls whose verdict depends on their arguments come first: they run this program every time, while
+    # the kernel (5.11+) caches the verdict of every call that is allowed whatever its arguments.
+    a.jump(_JEQ, nr["clone"], "clone")
+    for name in PID_ARG0:
+        a.jump(_JEQ, nr[name], "pid_arg0")
+    a.jump(_JEQ, nr["socket"], "socket")
+    a.jump(_JEQ, nr["prlimit64"], "prlimit64")
+    a.jump(_JEQ, nr["setpriority"], "setpriority")
+    a.jump(_JEQ, nr["ioprio_set"], "ioprio_set")
+    a.jump(_JEQ, nr["clone3"], "enosys")
+    a.jump(_JEQ, nr["setpgid"], "pretend")
     for name in DENIED:
         if name in nr:
             a.jump(_JEQ, nr[name], "deny")
-    a.jump(_JEQ, nr["clone3"], "enosys")
-    a.jump(_JEQ, nr["setpgid"], "pretend")
-    for name in PID_ARG0:
-        a.jump(_JEQ, nr[name], "pid_arg0")
-    a.jump(_JEQ, nr["setpriority"], "setpriority")
-    a.jump(_JEQ, nr["ioprio_set"], "ioprio_set")
-    a.jump(_JEQ, nr["prlimit64"], "prlimit64")
-    a.jump(_JEQ, nr["socket"], "socket")
-    a.jump(_JEQ, nr["clone"], "clone")
     a.ret(RET_ALLOW)
 
     def arg_is(index: int, value: int) -> None:  # falls through if equal, else denies
@@ -304,7 +307,11 @@ def install_seccomp(own_pid: int | None = None) -> str | None:
     """Install the candidate filter on the calling process (all its threads: SECCOMP_FILTER_FLAG_TSYNC);
     inherited by children. `own_pid` (default: this process) is the one pid signals may name besides 0.
     Returns None on success, else a one-line reason it could not be installed (unsupported arch, kernel
-    refused). Also sets no_new_privs, so set-uid programs no longer gain privileges."""
+    refused). Also sets no_new_privs, so set-uid programs no longer gain privileges.
+
+    Call it after `os.setpgid(0, 0)` and after dropping privileges: under the filter setpgid does nothing,
+    and a candidate that keeps root can still open the judge's /proc/PID/mem (CAP_SYS_PTRACE beats
+    `make_undumpable`) or raise its own hard rlimits."""
     arch = native_arch()
     if isinstance(arch, str):
         return arch
@@ -360,7 +367,8 @@ def make_subreaper() -> None:
 def make_undumpable() -> None:
     """Same-uid processes can no longer ptrace the caller or open its /proc/PID/mem, fd, environ, ...
 
-    Reset by execve of a different program image only for set-uid binaries, and by setuid (see proc(5))."""
+    Processes with CAP_SYS_PTRACE (root) still can. An execve resets the flag to dumpable, a change of
+    uid or gid to /proc/sys/fs/suid_dumpable (see PR_SET_DUMPABLE in prctl(2))."""
     _prctl(PR_SET_DUMPABLE, 0)
 
 
