@@ -23,6 +23,7 @@ TINY = {
     "bench_copris.py": ["--steps", "2", "--groups", "2", "--n", "2", "--concurrency", "4", "--max-new-tokens", "16",
                         "--repeats", "1"],
     "bench_synth.py": ["--n", "3"],
+    "bench_confine.py": ["--n", "2000", "--rounds", "1", "--installs", "2"],
 }
 
 
