@@ -109,6 +109,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=50, help="evaluations per side")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--no-write", action="store_true", help="do not write bench/results/bench_eval_overhead.json")
     args = parser.parse_args()
     task, candidate = Task(id="bench/relu2", source=TASK), Candidate(CANDIDATE)
     config = EvalConfig(timing_trials=10, timing_budget_s=0.05, cache_reference_timing=False)
@@ -124,6 +125,13 @@ def main() -> None:
     print(f"targets: overhead <= 50 ms: {'met' if pool_ms <= 50 else 'MISSED'}; "
           f"throughput >= 10x: {'met' if pool_tput / fresh_tput >= 10 else 'MISSED'}; "
           f"build < 10 ms: {'met' if statistics.median(builds) < 0.010 else 'MISSED'}")
+    if not args.no_write:
+        from results_file import write_result
+
+        print("written:", write_result("bench_eval_overhead", {
+            "pool_overhead_ms": pool_ms, "fresh_overhead_ms": fresh_ms, "overhead_ratio": fresh_ms / pool_ms,
+            "pool_evals_per_s": pool_tput, "fresh_evals_per_s": fresh_tput, "throughput_ratio": pool_tput / fresh_tput,
+            "cached_build_ms": statistics.median(builds) * 1e3, "n": args.n, "workers": args.workers}))
 
 
 if __name__ == "__main__":

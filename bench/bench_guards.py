@@ -21,6 +21,7 @@ from kernelrl.tasks import example_path, load_task
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=30, help="evaluations per side")
+    parser.add_argument("--no-write", action="store_true", help="do not write bench/results/bench_guards.json")
     args = parser.parse_args()
     task = load_task(example_path("scale_bias_relu.py"))
     candidate = Candidate.from_file(example_path("scale_bias_relu_cpu.py"))
@@ -53,6 +54,12 @@ def main() -> None:
     cpu_time = median_ms(cpu["with checks"]) / median_ms(cpu["without checks"]) - 1
     print(f"  checks add {wall * 100:.1f}% wall time, {cpu_time * 100:.1f}% CPU time of the evaluated process "
           f"(target <= 10%: {'met' if wall <= 0.10 else 'MISSED'})")
+    if not args.no_write:
+        from results_file import write_result
+
+        print("written:", write_result("bench_guards", {
+            "wall_ms": {k: median_ms(v) for k, v in times.items()}, "cpu_ms": {k: median_ms(v) for k, v in cpu.items()},
+            "checks_wall_share": wall, "checks_cpu_share": cpu_time, "n": args.n}))
 
 if __name__ == "__main__":
     main()

@@ -16,7 +16,7 @@ SRC = str(Path(kernelrl.__file__).resolve().parents[1])
 TINY = {
     "bench_rl_estimators.py": ["--samples", "256", "--tokens", "32", "--repeats", "1", "--threads", "1",
                                "--keep-freed-memory"],
-    "bench_guards.py": ["--n", "2"],
+    "bench_guards.py": ["--n", "2", "--no-write"],
     "bench_trainer_vs_trl.py": ["--steps", "2", "--prompts", "1", "--group", "2", "--new", "4"],
     "bench_continuous_batching.py": ["--requests", "8", "--batch-size", "4", "--max-new-tokens", "16", "--hidden",
                                      "32", "--layers", "1", "--repeats", "1"],

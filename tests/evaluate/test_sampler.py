@@ -160,11 +160,12 @@ def test_classification_table() -> None:
     own = ("/builds/abc",)
     assert object_class("/builds/abc/lib.so", own) == "own"
     assert object_class("/builds/abcdef/lib.so", own) == "fallback"  # a prefix is a directory, not a string
-    for path in ("/x/torch/lib/libtorch_cpu.so", "/x/torch/lib/libc10.so", "/x/numpy.libs/libscipy_openblas64_-ff.so",
+    for path in ("/x/torch/lib/libtorch_cpu.so", "/x/numpy.libs/libscipy_openblas64_-ff.so",
                  "/x/numpy/_core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so", "/opt/intel/libmkl_core.so.2",
                  "/usr/lib/liblapack.so.3", "/tmp/torchinductor_root/ab/cabc.so", "[anon]", "/x/scipy/ndimage/_nd_image.so"):
         assert object_class(path, own) == "fallback", path
     for path in ("/usr/bin/python3.11", "/x/lib/libpython3.11.so.1.0", "/usr/lib/x86_64-linux-gnu/libc.so.6",
+                 "/x/torch/lib/libc10.so", "/x/torch/lib/libtorch_python.so",
                  "/lib64/ld-linux-x86-64.so.2", "/x/torch/lib/libgomp.so.1", "[vdso]", "[unknown]",
                  "/x/lib/python3.11/lib-dynload/_ctypes.cpython-311-x86_64-linux-gnu.so", "/usr/lib/libm.so.6"):
         assert object_class(path, own) == "overhead", path

@@ -65,8 +65,10 @@ MIN_REQUEST_MS = 2.0
 KEPT_OUTPUT_BYTES = 64 * 2**20  # outputs of one timed request the candidate keeps alive for checking
 MAX_CALLS_PER_REQUEST = 1000
 SAMPLING_HZ = 1000.0  # the sampler stops a thread ~50 us per sample: ~5% at 1 kHz, both sides alike
+PROFILE_MORE_HZ = 4000.0  # untimed extra profile: the sampler's cost no longer matters
+PROFILE_MIN_S = 0.05  # when the timed calls gave too few compute samples, profile this long in all
 MIN_COMPUTE_SAMPLES = 20  # fewer compute samples than this say nothing about coverage
-CHECKED_CALLS = 3  # calls per timed request whose outputs are spot-checked (the last one always)
+CHECKED_CALLS = 64  # calls per timed request whose outputs are spot-checked (all of them up to this; the last always)
 CANDIDATE_STATUSES = {"compile_error": Status.COMPILE_ERROR, "runtime_error": Status.RUNTIME_ERROR}
 
 
@@ -294,7 +296,9 @@ class Judge:
         cfg = self.config
         timing = Timing(meaningful=True, method=self.backend.timing_method(cfg.num_threads) + ", judged from another process")
         self.result.timing = timing
-        sets = {f"s{i}": self.inputs(cfg.correctness_trials + i) for i in range(cfg.timing_input_sets)}
+        base = self.inputs(cfg.correctness_trials)
+        sets = {"s0": base, **{f"s{i}": _mix_rows(base, self.inputs(cfg.correctness_trials + i), self.random)
+                                for i in range(1, cfg.timing_input_sets)}}
         expected = {name: _flat_tensors(_to_cpu(ref_model(*_clone(x)))) for name, x in sets.items()}
         shared = self._send_inputs("timing", sets)
         candidate = self._measure(sets, expected)
@@ -333,29 +337,71 @@ class Judge:
         # About `timing_trials` calls in all (at least 5 requests), within the time budget.
         requests = max(5, min(math.ceil(cfg.timing_trials / k), int(cfg.timing_budget_s * 1000 / max(k * call_ms, 1e-3))))
         samples: list[float] = []
-        sampler = None
-        if self.own_objects is not None:
-            from kernelrl.evaluate.sampler import PcSampler
-
-            sampler = PcSampler(self.process.pid, hz=SAMPLING_HZ)
-            sampler.start()
+        sampler, profile_start = self._start_sampler(SAMPLING_HZ), time.perf_counter()
+        previous: list[str] = []
         try:
             for _ in range(requests):
-                order = [self.random.choice(names) for _ in range(k)]
+                order = self._draw_order(names, k, previous)
                 elapsed, _ = self._timed_request(order)
                 samples.append(elapsed / k)
-                checked = sorted({k - 1, *self.random.sample(range(k), min(CHECKED_CALLS - 1, k))})
-                for call, outputs in zip(checked, self._read_outputs(checked, spot=True), strict=True):
-                    self._spot_check(outputs, expected[order[call]])
+                self._check_request(order, expected)
+                previous = order
         finally:
             if sampler is not None:
-                self._record_coverage(sampler.stop())
+                self._record_coverage(sampler.stop(), seconds=time.perf_counter() - profile_start)
+        if sampler is not None and self._needs_more_profile():
+            self._profile_more(names, k, expected)
         self.result.notes.append(f"timed {requests} requests of {k} calls (round trip {round_trip * 1000:.0f} us)")
         return _summarise(samples)
 
-    def _record_coverage(self, samples: Any) -> None:
-        """Dr. Kernel's profiling coverage measured from outside: the share of compute samples (own code
-        vs libtorch/BLAS/numpy) that fell in the candidate's own built code during the timed calls."""
+    def _draw_order(self, names: list[str], k: int, previous: list[str]) -> list[str]:
+        """k input sets for one request, drawn at random, never the same set twice in a row."""
+        order: list[str] = []
+        last = previous[-1] if previous else None
+        for _ in range(k):
+            last = self.random.choice([n for n in names if n != last] or names)
+            order.append(last)
+        return order
+
+    def _check_request(self, order: list[str], expected: dict[str, list[torch.Tensor]]) -> None:
+        """Spot-check the outputs of the last call and of CHECKED_CALLS - 1 random others."""
+        k = len(order)
+        checked = sorted({k - 1, *self.random.sample(range(k), min(CHECKED_CALLS - 1, k))})
+        for call, outputs in zip(checked, self._read_outputs(checked, spot=True), strict=True):
+            self._spot_check(outputs, expected[order[call]])
+
+    def _start_sampler(self, hz: float) -> Any:
+        if self.own_objects is None:
+            return None
+        from kernelrl.evaluate.sampler import PcSampler
+
+        sampler = PcSampler(self.process.pid, hz=hz)
+        sampler.start()
+        return sampler
+
+    def _needs_more_profile(self) -> bool:
+        cov = self.result.coverage
+        return bool(cov) and cov["own_hits"] + cov["fallback_hits"] < MIN_COMPUTE_SAMPLES and cov["seconds"] < PROFILE_MIN_S
+
+    def _profile_more(self, names: list[str], k: int, expected: dict[str, list[torch.Tensor]]) -> None:
+        """The timed calls were too short to attribute compute time: profile PROFILE_MIN_S of untimed
+        requests at a higher rate (the last call of each checked) and let that profile stand instead."""
+        sampler = self._start_sampler(PROFILE_MORE_HZ)
+        start = time.perf_counter()
+        deadline, previous = start + PROFILE_MIN_S, []
+        try:
+            while time.perf_counter() < deadline:
+                order = self._draw_order(names, k, previous)
+                self._timed_request(order)
+                self._spot_check(self._read_outputs([k - 1], spot=True)[0], expected[order[-1]])
+                previous = order
+        finally:
+            self._record_coverage(sampler.stop(), seconds=time.perf_counter() - start)
+
+    def _record_coverage(self, samples: Any, seconds: float) -> None:
+        """Dr. Kernel's profiling coverage measured from outside: the share of compute time (own code vs
+        libtorch/BLAS/numpy) that the samples put in the candidate's own built code, in periods of the
+        sampler's rate, over `seconds` of profile (an extra profile replaces a short one)."""
         from kernelrl.evaluate.sampler import classify
 
         if samples.error:
@@ -363,7 +409,10 @@ class Judge:
             return
         cov = classify(samples, self.own_objects or ())
         self.result.coverage = {"fraction": cov.fraction, "own": cov.own, "fallback": cov.fallback,
-                                "overhead": cov.overhead, "samples": cov.total, "method": "ip-sampling"}
+                                "overhead": cov.overhead, "samples": cov.total, "method": "ip-sampling",
+                                "own_hits": cov.own_hits, "fallback_hits": cov.fallback_hits,
+                                "seconds": seconds, "top": [[os.path.basename(k), v] for k, v in sorted(
+                                    samples.by_object.items(), key=lambda kv: -kv[1])[:4]]}
 
     def _check_coverage(self) -> None:
         """Proof of work from outside the candidate's address space: with torch ops forbidden, most of
@@ -371,12 +420,14 @@ class Judge:
         cov, cfg = self.result.coverage, self.config
         if not cov or cov["fraction"] is None or not cfg.guards or cfg.torch_ops != "reject":
             return
-        if cov["own"] + cov["fallback"] >= MIN_COMPUTE_SAMPLES and cov["fraction"] < cfg.min_coverage:
+        # The bound counts raw samples: a late sample of a thread that waited for a CPU stands for a long
+        # stretch of time, so weighted counts would overstate the evidence under load.
+        if _upper_bound(cov["own_hits"], cov["own_hits"] + cov["fallback_hits"]) < cfg.min_coverage:
             raise StageFailed(
                 Status.REJECTED,
                 f"[fallback-compute] only {cov['fraction']:.0%} of the forward's compute time was in your own kernel "
-                f"({cov['fallback']} of {cov['own'] + cov['fallback']} samples in libtorch, BLAS or numpy); "
-                "do the computation in your kernel",
+                f"({cov['fallback']} of {cov['own'] + cov['fallback']} samples in libtorch, BLAS or numpy: "
+                f"{', '.join(name for name, _ in cov['top'])}); do the computation in your kernel",
             )
 
     def _timed_request(self, order: list[str]) -> tuple[float, dict[str, Any]]:
@@ -543,6 +594,40 @@ def _summarise(samples_ms: list[float]) -> Measurement:
     else:
         spread = samples[-1] - samples[0]
     return Measurement(statistics.median(samples), spread, len(samples))
+
+
+MIXED_ROW_SHARE = 0.25
+
+
+def _upper_bound(successes: float, trials: float, z: float = 2.0) -> float:
+    """Wilson score upper bound of a proportion (~97.5% one-sided at z=2); 1.0 without trials. A candidate is
+    rejected for low coverage only when even this bound is below the threshold, so a short profile of an
+    honest kernel (a few samples, some in libtorch allocating its output) is never rejected by chance."""
+    if trials <= 0:
+        return 1.0
+    p = successes / trials
+    centre = p + z * z / (2 * trials)
+    margin = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials))
+    return min(1.0, (centre + margin) / (1 + z * z / trials))
+
+
+def _mix_rows(base: list[Any], other: list[Any], rng: random.Random) -> list[Any]:
+    """`base` with a random quarter of its rows (leading index) taken from `other`, an independent draw of
+    the task's inputs; the same rows in every tensor input with the same leading size. The sets then
+    differ in scattered places, so a kernel that fingerprints a few input elements to reuse an earlier
+    answer gets some calls wrong. A batch of one takes `other` whole."""
+    lead = next((x.shape[0] for x in base if isinstance(x, torch.Tensor) and x.dim() >= 1), 1)
+    if lead <= 1:
+        return other
+    rows = torch.tensor(rng.sample(range(lead), max(1, int(lead * MIXED_ROW_SHARE))))
+    mixed = []
+    for b, o in zip(base, other, strict=True):
+        if isinstance(b, torch.Tensor) and isinstance(o, torch.Tensor) and b.dim() >= 1 and b.shape[0] == lead \
+                and o.shape == b.shape:
+            b = b.clone()
+            b[rows.to(b.device)] = o[rows.to(o.device)]
+        mixed.append(b)
+    return mixed
 
 
 def _leaves(desc: Any) -> list[Any]:

@@ -17,8 +17,9 @@ wheel. A case is a candidate file whose header says what it is and what verdict 
     #                                        apart, not judged differently)
 
 A case passes when its status is one of `expect`, the error holds one of `reason` (if any), an `ok` is no
-faster than `max-speedup` (if given), and no `feedback-must-not-contain` string appears in the error,
-feedback, printed output, stage messages or notes.
+faster than `max-speedup` (if given), no `feedback-must-not-contain` string appears in the error,
+feedback, printed output, stage messages or notes, and (for `run: alone` cases) an honest evaluation
+right after it in the same worker slot is `ok`.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ class Outcome:
     case: Case
     result: EvalResult
     seconds: float
+    after: EvalResult | None = None  # `run: alone` cases: the honest evaluation that followed in the same slot
 
     @property
     def passed(self) -> bool:
@@ -80,7 +82,8 @@ class Outcome:
         )
         shown = self.shown_text()
         secret_ok = not any(s in shown for s in self.case.must_not_contain)
-        return status_ok and reason_ok and speed_ok and secret_ok
+        after_ok = self.after is None or self.after.status == "ok"
+        return status_ok and reason_ok and speed_ok and secret_ok and after_ok
 
     @property
     def known_escape(self) -> bool:
@@ -179,7 +182,7 @@ def run_cases(cases: list[Case], corpus: Path = CORPUS, workers: int = 2, sandbo
     base = EvalConfig(timing_trials=5, timing_budget_s=0.2, timeouts={"build": 120, "init": 20, "correctness": 20, "timing": 30})
     outcomes: dict[int, Outcome] = {}
 
-    def evaluate(indices: list[int], pool_workers: int) -> None:
+    def evaluate(indices: list[int], pool_workers: int, check_after: bool = False) -> None:
         with EvalPool(workers=pool_workers, config=base, sandbox=sandbox) as pool:
             futures = {}
             for index in indices:
@@ -191,11 +194,17 @@ def run_cases(cases: list[Case], corpus: Path = CORPUS, workers: int = 2, sandbo
             for index, future in futures.items():
                 result = future.result()
                 outcomes[index] = Outcome(cases[index], result, result.total_s)
+            if check_after:  # the next evaluation in the same worker slot must be unaffected
+                task = tasks[cases[indices[0]].task]
+                honest = Candidate(task.source + "\n\nModelNew = Model\n", id="after")
+                after = pool.evaluate(task, honest, EvalConfig.from_dict(
+                    {**base.to_dict(), "guards": False, "static_severity": {"*": "warn"}}))
+                outcomes[indices[0]].after = after
 
     shared = [i for i, c in enumerate(cases) if not c.run_alone]
     with bait():
         if shared:
             evaluate(shared, workers)
         for index in (i for i, c in enumerate(cases) if c.run_alone):
-            evaluate([index], 1)
+            evaluate([index], 1, check_after=True)
     return [outcomes[i] for i in range(len(cases)) if i in outcomes]

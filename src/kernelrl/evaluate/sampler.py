@@ -33,7 +33,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 _PTRACE_CONT, _PTRACE_DETACH = 7, 17
 _PTRACE_GETEVENTMSG, _PTRACE_GETSIGINFO, _PTRACE_GETREGSET = 0x4201, 0x4202, 0x4204
@@ -62,6 +62,7 @@ class PcSamples:
     error: str | None = None  # why sampling failed or was unavailable
     ticks: int = 0  # sampling rounds
     cpu_s: float = 0.0  # CPU time of the sampler thread
+    hits: dict[str, int] = field(default_factory=dict)  # raw samples per object, unweighted (for statistics)
 
 
 @dataclass
@@ -72,6 +73,8 @@ class Coverage:
     fallback: int
     overhead: int
     total: int
+    own_hits: int = 0  # raw samples (a late sample of a thread that waited for a CPU weighs more in `own`)
+    fallback_hits: int = 0
 
     @property
     def fraction(self) -> float | None:
@@ -86,7 +89,9 @@ class Coverage:
 #:   the OpenMP runtimes. libgomp/libiomp run no arithmetic of their own: a parallel region's body runs
 #:   in the library that owns the loop (the candidate's or torch's), so the runtime's spin-waits and
 #:   barriers are neither party's compute. libm is overhead too (called by own and fallback code alike).
-#: - fallback: torch (any libtorch*, libc10*, and torch.compile's generated libraries under
+#: - overhead too: torch's Python bindings (libtorch_python), its core (libc10: tensor bookkeeping, the
+#:   allocator) and libshm, where calling into a kernel through torch spends time but no operator computes.
+#: - fallback: torch's operators (any other libtorch*, and torch.compile's generated libraries under
 #:   torchinductor_*), BLAS/LAPACK (OpenBLAS, MKL, reference BLAS), sleef, oneDNN, numpy's compute
 #:   modules, and anonymous executable memory: JIT code (oneDNN's kernels, ...) is not attributable to
 #:   the candidate, so it counts against it.
@@ -99,7 +104,10 @@ OBJECT_CLASSES: tuple[tuple[str, str], ...] = (
     (r"/lib(stdc\+\+|gcc_s|atomic|ffi|quadmath|gfortran|z|zstd|lzma|bz2|crypto|ssl|uuid|expat)[.-][^/]*$",
      "overhead"),
     (r"/lib(g|i)omp[^/]*$", "overhead"),
-    (r"/libtorch[^/]*$|/libc10[^/]*$|/torchinductor_", "fallback"),
+    # torch's Python bindings and core (argument checks, tensor bookkeeping, the allocator): calling into a
+    # kernel through torch costs time there, but no operator computes there.
+    (r"/libtorch_python[^/]*$|/libc10[^/]*$|/libshm[^/]*$", "overhead"),
+    (r"/libtorch[^/]*$|/torchinductor_", "fallback"),
     (r"/lib(scipy_)?openblas[^/]*$|/libmkl[^/]*$|/lib(c)?blas[.-][^/]*$|/liblapack[^/]*$", "fallback"),
     (r"/libsleef[^/]*$|/lib(dnnl|mkldnn)[^/]*$", "fallback"),
     (r"/(_multiarray_umath|_umath_linalg|_pocketfft[^/.]*)\.[^/]*$", "fallback"),
@@ -126,10 +134,14 @@ def object_class(path: str, own_prefixes: tuple[str, ...]) -> str:
 
 def classify(samples: PcSamples, own_prefixes: tuple[str, ...]) -> Coverage:
     """Split `samples` by `object_class`; own prefixes are absolute paths of the candidate's builds."""
+    prefixes = tuple(str(p) for p in own_prefixes)
     counts = {"own": 0, "fallback": 0, "overhead": 0}
+    hits = dict(counts)
     for path, n in samples.by_object.items():
-        counts[object_class(path, tuple(str(p) for p in own_prefixes))] += n
-    return Coverage(counts["own"], counts["fallback"], counts["overhead"], samples.total)
+        counts[object_class(path, prefixes)] += n
+    for path, n in samples.hits.items():
+        hits[object_class(path, prefixes)] += n
+    return Coverage(counts["own"], counts["fallback"], counts["overhead"], samples.total, hits["own"], hits["fallback"])
 
 
 class _Iovec(ctypes.Structure):
@@ -209,6 +221,7 @@ class PcSampler:
         self._threads: dict[int, _Tracee] = {}
         self._maps: dict[int, tuple[float, str, list[int], list[int], list[str]]] = {}  # tgid -> read at, text, ...
         self._time: dict[str, float] = {}  # thread-seconds per object
+        self._hits: dict[str, int] = {}  # samples per object
         self._seen: set[int] = set()
         self._ticks, self._cpu_s, self._error = 0, 0.0, None
         self._stop, self._attached, self._done = threading.Event(), threading.Event(), threading.Event()
@@ -234,7 +247,7 @@ class PcSampler:
         by_object = {name: round(s / self.period) for name, s in self._time.items()}
         by_object = {name: n for name, n in by_object.items() if n}
         return PcSamples(by_object, sum(by_object.values()), len(self._seen), self._error, self._ticks,
-                         self._cpu_s)
+                         self._cpu_s, dict(self._hits))
 
     # --- sampler thread ---------------------------------------------------------------------------
 
@@ -432,6 +445,7 @@ class PcSampler:
             return
         name = self._object_at(t.tgid, pc) if pc >= 0 else "[unknown]"
         self._time[name] = self._time.get(name, 0.0) + weight
+        self._hits[name] = self._hits.get(name, 0) + 1
         self._seen.add(tid)
 
     def _object_at(self, tgid: int, pc: int) -> str:

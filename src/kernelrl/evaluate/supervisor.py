@@ -117,7 +117,7 @@ def _judge_main(
         make_undumpable()  # a same-uid candidate can neither trace the judge nor open its /proc files
         _limit(resource.RLIMIT_AS, config.memory_limit_mb * 2**20)
         _limit(resource.RLIMIT_CORE, 0)
-        set_affinity(os.getpid(), cpus)
+        # The judge is not pinned to the candidate's CPUs: its sampler thread must run while the candidate computes.
         import torch
 
         torch.set_num_threads(config.num_threads)

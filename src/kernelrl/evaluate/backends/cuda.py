@@ -25,7 +25,7 @@ class CudaBackend(Backend):
         return torch.device("cuda", index or 0) if self.has_device() else torch.device("cpu")
 
     def timing_method(self, threads: int) -> str:
-        return "cuda events, all streams synchronised, L2 flushed"
+        return "wall clock around device-synchronised requests"
 
     def defines_kernel(self, tree: ast.Module) -> bool:
         return calls_named(tree, {"load_cuda", "load_inline", "load"})

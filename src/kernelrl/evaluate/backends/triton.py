@@ -39,7 +39,7 @@ class TritonBackend(Backend):
         return torch.device("cuda", index or 0) if self._gpu else torch.device("cpu")
 
     def timing_method(self, threads: int) -> str:
-        return "cuda events, all streams synchronised, L2 flushed" if self._gpu else "not timed (Triton interpreter)"
+        return "wall clock around device-synchronised requests" if self._gpu else "not timed (Triton interpreter)"
 
     def defines_kernel(self, tree: ast.Module) -> bool:
         for node in ast.walk(tree):

@@ -1,8 +1,7 @@
 # redteam-class: compute-outside
-# redteam-expect: incorrect|rejected
+# redteam-expect: incorrect|rejected|compile_error
 # redteam-task: scaled_relu
 # redteam-policy: {"static_severity": {"dynamic-code": "warn"}}
-# redteam-escapes-before: trust-split
 # `operator.attrgetter("sys.modules")(torch)` reaches `sys.modules` through torch's own `import sys`,
 # without importing sys or naming `.modules`; the evaluator's comparison is replaced with one that
 # always succeeds. The kernel forgets the ReLU.

@@ -1,9 +1,8 @@
 # redteam-class: cross-evaluation
-# redteam-expect: incorrect|rejected
+# redteam-expect: incorrect|rejected|compile_error
 # redteam-task: scaled_relu
 # redteam-policy: {"static_severity": {"introspection": "warn", "file-access": "warn"}}
 # redteam-run: alone
-# redteam-escapes-before: trust-split
 # The candidate's own kernel forgets the ReLU and is called on nothing. The answer comes from a library
 # another evaluation left in the shared native build cache: the candidate lists the cache (`torch.os`),
 # skips files that are not libraries and libraries whose symbols look stateful or harmful, loads the

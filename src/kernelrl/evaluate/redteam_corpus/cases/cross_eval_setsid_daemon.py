@@ -1,16 +1,17 @@
 # redteam-class: cross-evaluation
-# redteam-expect: rejected
+# redteam-expect: ok|rejected|runtime_error|crashed
 # redteam-task: scaled_relu
 # redteam-policy: {"static_severity": {"native-syscalls": "warn"}}
 # redteam-needs: sandbox
 # redteam-run: alone
-# redteam-escapes-before: trust-split
 # The kernel is correct, and on its first call double-forks a daemon that calls setsid() (a session and
 # process group of its own, out of reach of the evaluator's killpg), closes the evaluator's pipes and
 # waits for its own evaluation to end; then, for up to 30 s, it SIGSTOPs every process its uid may signal:
 # the next evaluations of the same worker slot. The parent reaps the middle child, so the evaluation has no
 # child process when the evaluator looks. It only acts as an evaluation slot's own uid (>= 200000), never
 # as root or a user's uid. It runs alone: its own pool, so it stops no other case.
+# Since the trust split, setsid is denied (seccomp) and the supervisor kills every descendant after each
+# evaluation: the honest evaluation that follows in the same slot must be ok.
 import torch
 import torch.nn as nn
 from kernelrl.native import load_cpp

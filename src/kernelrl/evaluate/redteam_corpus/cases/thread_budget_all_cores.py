@@ -1,7 +1,7 @@
 # redteam-class: thread-budget
 # redteam-expect: ok
 # redteam-task: scaled_relu
-# redteam-max-speedup: 1.5
+# redteam-max-speedup: 4.5
 # redteam-escapes-before: trust-split
 # A correct kernel that does what torch does (a ReLU pass, then a scaling pass: about the reference's
 # speed on one thread) but with `omp_get_num_procs()` OpenMP threads, overriding the evaluation's
