@@ -393,8 +393,48 @@ def _processes() -> dict[int, tuple[int, str, int]]:
     return table
 
 
+def _children(pid: int) -> list[int] | None:
+    """Direct children of `pid` from /proc/PID/task/*/children (None where the kernel lacks that file)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    found: list[int] = []
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                found.extend(int(c) for c in f.read().split())
+        except FileNotFoundError:
+            if tid == tasks[0] and not os.path.exists(f"/proc/{pid}/task/{tid}"):
+                continue  # the thread is gone
+            return None
+        except OSError:
+            continue
+    return found
+
+
 def _live_descendants(root: int) -> dict[int, int]:
-    """pid -> start time of every descendant of `root` that is not yet a zombie."""
+    """pid -> start time of every descendant of `root` that is not yet a zombie: a walk down the children
+    lists (a few reads), or a scan of every process where the kernel has no children lists."""
+    found: dict[int, int] = {}
+    stack = _children(root)
+    if stack is None:
+        return _live_descendants_by_scan(root)
+    while stack:
+        pid = stack.pop()
+        stat = _stat(pid)
+        if stat is None:
+            continue
+        if stat[1] not in ("Z", "X"):
+            found[pid] = stat[2]
+        grandchildren = _children(pid)
+        if grandchildren is None:
+            return _live_descendants_by_scan(root)
+        stack.extend(grandchildren)
+    return found
+
+
+def _live_descendants_by_scan(root: int) -> dict[int, int]:
     children: dict[int, list[int]] = {}
     table = _processes()
     for pid, (ppid, _, _) in table.items():

@@ -67,6 +67,7 @@ MAX_CALLS_PER_REQUEST = 1000
 SAMPLING_HZ = 1000.0  # the sampler stops a thread ~50 us per sample: ~5% at 1 kHz, both sides alike
 PROFILE_MORE_HZ = 4000.0  # untimed extra profile: the sampler's cost no longer matters
 PROFILE_MIN_S = 0.05  # when the timed calls gave too few compute samples, profile this long in all
+PROFILE_SUSPECT_S = 0.25  # when fallback code leads without settling it
 MIN_COMPUTE_SAMPLES = 20  # fewer compute samples than this say nothing about coverage
 CHECKED_CALLS = 64  # calls per timed request whose outputs are spot-checked (all of them up to this; the last always)
 CANDIDATE_STATUSES = {"compile_error": Status.COMPILE_ERROR, "runtime_error": Status.RUNTIME_ERROR}
@@ -149,6 +150,8 @@ class Judge:
         self.device = self.backend.device(config.device_index)
         self.random = random.SystemRandom()
         self.arenas: dict[str, Arena] = {}
+        self.mixed_rows: list[list[int]] = []  # per timing set after the first: rows taken from another draw
+        self.lead_rows = 0  # the timing inputs' leading size
         self.result = EvalResult(
             status=Status.OK, task_id=task.id, backend=candidate.backend, device=str(self.device),
             size_overrides={k: list(v) for k, v in task.size_overrides.items()}, notes=list(self.backend.notes()),
@@ -297,8 +300,11 @@ class Judge:
         timing = Timing(meaningful=True, method=self.backend.timing_method(cfg.num_threads) + ", judged from another process")
         self.result.timing = timing
         base = self.inputs(cfg.correctness_trials)
-        sets = {"s0": base, **{f"s{i}": _mix_rows(base, self.inputs(cfg.correctness_trials + i), self.random)
-                                for i in range(1, cfg.timing_input_sets)}}
+        sets, self.mixed_rows, self.lead_rows = {"s0": base}, [], _lead(base)
+        for i in range(1, cfg.timing_input_sets):  # shares 1/64, 1/4, 1/64, 1/4, ... of rows from a fresh draw
+            share = MIXED_ROW_SHARES[(i - 1) % len(MIXED_ROW_SHARES)]
+            sets[f"s{i}"], rows = _mix_rows(base, self.inputs(cfg.correctness_trials + i), self.random, share)
+            self.mixed_rows.append(rows)
         expected = {name: _flat_tensors(_to_cpu(ref_model(*_clone(x)))) for name, x in sets.items()}
         shared = self._send_inputs("timing", sets)
         candidate = self._measure(sets, expected)
@@ -349,8 +355,9 @@ class Judge:
         finally:
             if sampler is not None:
                 self._record_coverage(sampler.stop(), seconds=time.perf_counter() - profile_start)
-        if sampler is not None and self._needs_more_profile():
-            self._profile_more(names, k, expected)
+        more = self._more_profile_s() if sampler is not None else 0.0
+        if more:
+            self._profile_more(names, k, expected, more)
         self.result.notes.append(f"timed {requests} requests of {k} calls (round trip {round_trip * 1000:.0f} us)")
         return _summarise(samples)
 
@@ -379,16 +386,26 @@ class Judge:
         sampler.start()
         return sampler
 
-    def _needs_more_profile(self) -> bool:
+    def _more_profile_s(self) -> float:
+        """How long to profile on after the timed calls: PROFILE_MIN_S when they gave too few compute
+        samples to say anything, PROFILE_SUSPECT_S when more samples fell in fallback code than in the
+        candidate's own without settling it, else nothing (honest kernels mostly pay nothing)."""
         cov = self.result.coverage
-        return bool(cov) and cov["own_hits"] + cov["fallback_hits"] < MIN_COMPUTE_SAMPLES and cov["seconds"] < PROFILE_MIN_S
+        if not cov:
+            return 0.0
+        own, fallback = cov["own_hits"], cov["fallback_hits"]
+        if fallback > own and _upper_bound(own, own + fallback) >= self.config.min_coverage:
+            return PROFILE_SUSPECT_S
+        if own + fallback < MIN_COMPUTE_SAMPLES and cov["seconds"] < PROFILE_MIN_S:
+            return PROFILE_MIN_S
+        return 0.0
 
-    def _profile_more(self, names: list[str], k: int, expected: dict[str, list[torch.Tensor]]) -> None:
-        """The timed calls were too short to attribute compute time: profile PROFILE_MIN_S of untimed
-        requests at a higher rate (the last call of each checked) and let that profile stand instead."""
+    def _profile_more(self, names: list[str], k: int, expected: dict[str, list[torch.Tensor]], seconds: float) -> None:
+        """Profile `seconds` of untimed requests at a higher rate (the last call of each checked) and let
+        that profile stand instead of the timed calls' one."""
         sampler = self._start_sampler(PROFILE_MORE_HZ)
         start = time.perf_counter()
-        deadline, previous = start + PROFILE_MIN_S, []
+        deadline, previous = start + seconds, []
         try:
             while time.perf_counter() < deadline:
                 order = self._draw_order(names, k, previous)
@@ -530,7 +547,13 @@ class Judge:
                 read_remote(self.process.pid, [(address, nbytes)], into=values.data_ptr())
                 return None, values, shape
             run = min(SPOT_RUN, numel)
-            starts = sorted(self.random.randrange(0, numel - run + 1) for _ in range(SPOT_PIECES))
+            starts = [self.random.randrange(0, numel - run + 1) for _ in range(SPOT_PIECES)]
+            row = numel // shape[0] if shape and shape[0] == self.lead_rows else 0
+            if row:  # rows where the input sets differ (some of each set's): a reused answer is wrong there
+                for rows in self.mixed_rows:
+                    picked = self.random.sample(rows, min(SPOT_PIECES // 2, len(rows)))
+                    starts += [min(r * row + self.random.randrange(0, row), numel - run) for r in picked]
+            starts = sorted(starts)
             values = torch.empty(len(starts) * run, dtype=dtype)
             read_remote(self.process.pid, [(address + s * dtype.itemsize, run * dtype.itemsize) for s in starts],
                         into=values.data_ptr())
@@ -596,7 +619,7 @@ def _summarise(samples_ms: list[float]) -> Measurement:
     return Measurement(statistics.median(samples), spread, len(samples))
 
 
-MIXED_ROW_SHARE = 0.25
+MIXED_ROW_SHARES = (1 / 64, 0.25)
 
 
 def _upper_bound(successes: float, trials: float, z: float = 2.0) -> float:
@@ -611,23 +634,30 @@ def _upper_bound(successes: float, trials: float, z: float = 2.0) -> float:
     return min(1.0, (centre + margin) / (1 + z * z / trials))
 
 
-def _mix_rows(base: list[Any], other: list[Any], rng: random.Random) -> list[Any]:
-    """`base` with a random quarter of its rows (leading index) taken from `other`, an independent draw of
-    the task's inputs; the same rows in every tensor input with the same leading size. The sets then
-    differ in scattered places, so a kernel that fingerprints a few input elements to reuse an earlier
-    answer gets some calls wrong. A batch of one takes `other` whole."""
-    lead = next((x.shape[0] for x in base if isinstance(x, torch.Tensor) and x.dim() >= 1), 1)
+def _mix_rows(base: list[Any], other: list[Any], rng: random.Random, share: float) -> tuple[list[Any], list[int]]:
+    """`base` with a random `share` of its rows (leading index; at least one) taken from `other`, an
+    independent draw of the task's inputs, in every tensor input with the same leading size; and the rows
+    taken. Sets that differ in a few scattered rows defeat a kernel that fingerprints a few input elements
+    to reuse an earlier answer: it mistakes one set for another and is wrong in those rows, which the spot
+    checks read. A batch of one takes `other` whole."""
+    lead = _lead(base)
     if lead <= 1:
-        return other
-    rows = torch.tensor(rng.sample(range(lead), max(1, int(lead * MIXED_ROW_SHARE))))
+        return other, []
+    rows = rng.sample(range(lead), max(1, int(lead * share)))
+    index = torch.tensor(rows)
     mixed = []
     for b, o in zip(base, other, strict=True):
         if isinstance(b, torch.Tensor) and isinstance(o, torch.Tensor) and b.dim() >= 1 and b.shape[0] == lead \
                 and o.shape == b.shape:
             b = b.clone()
-            b[rows.to(b.device)] = o[rows.to(o.device)]
+            b[index.to(b.device)] = o[index.to(o.device)]
         mixed.append(b)
-    return mixed
+    return mixed, rows
+
+
+def _lead(inputs: list[Any]) -> int:
+    """The leading size of the first tensor input (1 without one)."""
+    return next((x.shape[0] for x in inputs if isinstance(x, torch.Tensor) and x.dim() >= 1), 1)
 
 
 def _leaves(desc: Any) -> list[Any]:

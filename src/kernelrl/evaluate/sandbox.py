@@ -74,8 +74,8 @@ def bwrap_command(cache_dir: str) -> list[str]:
     import kernelrl
 
     hidden = [h for h in (*HIDDEN, os.path.expanduser("~"), os.getcwd()) if h not in ("/", "")]
-    needed = [sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(kernelrl.__file__).parents[1])]
-    needed += [p for p in sys.path if p and os.path.isdir(p)]
+    package_root = str(Path(kernelrl.__file__).parents[1])
+    needed = [sys.prefix, sys.base_prefix, sys.exec_prefix, package_root, *_import_paths()]
     reexpose = _topmost([p for p in needed if any(p == h or p.startswith(h.rstrip("/") + "/") for h in hidden)])
     args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid", "--unshare-ipc",
             "--unshare-uts", "--unshare-cgroup-try", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
@@ -97,7 +97,26 @@ def bwrap_command(cache_dir: str) -> list[str]:
     for path in reexpose:
         args += [*parents_of(path), "--ro-bind", path, path]
     args += [*parents_of(cache_dir), "--bind", cache_dir, cache_dir, "--chdir", "/tmp"]
+    for answers in ANSWER_DIRS:  # the project's own reference solutions are not for candidates to read
+        path = Path(kernelrl.__file__).parent / answers
+        if path.is_dir():
+            args += ["--tmpfs", str(path)]
     return args
+
+
+ANSWER_DIRS = ("tasks/data/solutions",)
+
+
+def _import_paths() -> list[str]:
+    """Directories the evaluation workers import from: site-packages and PYTHONPATH entries. Not every
+    `sys.path` entry of the calling process (a test runner puts the project root there, which would
+    expose the whole checkout to candidate code)."""
+    paths = [p for p in sys.path if p and os.path.isdir(p) and os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")]
+    paths += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.isdir(p)]
+    import site
+
+    paths += [p for p in (site.getusersitepackages(), *site.getsitepackages()) if os.path.isdir(p)]
+    return paths
 
 
 _PREPARED: set[str] = set()

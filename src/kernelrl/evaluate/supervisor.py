@@ -130,6 +130,7 @@ def _judge_main(
                       own_objects=_own_objects(job, workdir))
         result = judge.run(job.get("cached_reference"), bool(job.get("compile_candidate")))
         _confinement_notes(result, pid)
+        _end_candidate(pid)
         write_message(write_fd, _signed(key, {"event": "result", "result": result.to_dict()}))
     except BaseException:
         status = 70
@@ -195,6 +196,19 @@ def _own_objects(job: dict[str, Any], workdir: str) -> tuple[str, ...] | None:
         return None
     cache = str(cache_dir())
     return (os.path.join(cache, "native"), os.environ.get("TORCH_EXTENSIONS_DIR") or os.path.join(cache, "torch_extensions"), workdir)
+
+
+def _end_candidate(pid: int) -> None:
+    """Kill the candidate's process group and reap it (the supervisor then finds little or nothing left)."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
 
 
 def _confinement_notes(result: EvalResult, pid: int) -> None:

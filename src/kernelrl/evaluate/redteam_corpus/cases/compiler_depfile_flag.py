@@ -1,7 +1,6 @@
 # redteam-class: compiler
 # redteam-expect: compile_error|rejected
 # redteam-task: scaled_relu
-# redteam-escapes-before: trust-split
 # `-MD -MF PATH` has the compiler write a dependency file wherever the build service's compiler may write.
 # Neither flag starts with a refused prefix, so both are passed through. The kernel itself is correct.
 import torch

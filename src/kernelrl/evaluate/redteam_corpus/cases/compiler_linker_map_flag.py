@@ -1,7 +1,6 @@
 # redteam-class: compiler
 # redteam-expect: compile_error|rejected
 # redteam-task: scaled_relu
-# redteam-escapes-before: trust-split
 # `-Wl,-Map=PATH` has the linker write a file wherever the build service's compiler may write (here /tmp;
 # the shared torch-extension and Triton caches are writable too). No piece of the flag starts with a
 # refused prefix, so it is passed through. The kernel itself is correct.

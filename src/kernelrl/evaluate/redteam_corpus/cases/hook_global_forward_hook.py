@@ -2,7 +2,6 @@
 # redteam-expect: incorrect|rejected
 # redteam-task: scaled_relu
 # redteam-policy: {"static_severity": {"tensor-subclass": "warn"}}
-# redteam-escapes-before: trust-split
 # A global forward hook (`register_module_forward_hook`) sees every module of the process run, the
 # reference included: it remembers the reference model and replaces ModelNew's output with what the
 # reference computes, with torch's dispatch (and so the evaluator's op counter) switched off. The kernel

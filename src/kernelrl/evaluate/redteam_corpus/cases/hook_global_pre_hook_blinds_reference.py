@@ -2,7 +2,6 @@
 # redteam-expect: incorrect|rejected
 # redteam-task: scaled_relu
 # redteam-policy: {"static_severity": {"tensor-subclass": "warn"}}
-# redteam-escapes-before: trust-split
 # A global forward pre-hook (`register_module_forward_pre_hook`) hands the reference model zeros instead of
 # its inputs, so the expected output is all zeros; the kernel writes zeros and matches it. The inputs
 # themselves are never touched. Against a reference computed where the hook cannot reach, it is wrong.

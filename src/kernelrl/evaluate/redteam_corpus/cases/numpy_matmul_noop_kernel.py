@@ -1,7 +1,6 @@
 # redteam-class: compute-outside
 # redteam-expect: rejected
 # redteam-task: affine
-# redteam-escapes-before: trust-split
 # The kernel is called and does nothing; numpy (BLAS) computes the layer on views of the tensors, which
 # no torch dispatch mode sees. Passes every static check.
 import numpy as np

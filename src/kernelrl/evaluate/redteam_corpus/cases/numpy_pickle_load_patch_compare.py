@@ -2,7 +2,6 @@
 # redteam-expect: incorrect|rejected
 # redteam-task: scaled_relu
 # redteam-policy: {"static_severity": {"file-access": "warn", "dynamic-code": "warn"}}
-# redteam-escapes-before: trust-split
 # `np.save` pickles an object whose `__reduce__` names `exec`; `np.load(allow_pickle=True)` of that file
 # runs the source, which makes the evaluator's comparison always succeed. The kernel forgets the ReLU.
 import numpy as np

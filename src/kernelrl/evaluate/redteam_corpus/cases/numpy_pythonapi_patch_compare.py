@@ -2,7 +2,6 @@
 # redteam-expect: incorrect|rejected
 # redteam-task: scaled_relu
 # redteam-policy: {"static_severity": {"introspection": "warn"}}
-# redteam-escapes-before: trust-split
 # ctypes without importing it: `np.ctypeslib.ctypes.pythonapi` runs Python source that the static checks
 # never parse, which makes the evaluator's comparison always succeed. The kernel forgets the ReLU.
 import numpy as np

@@ -2,7 +2,6 @@
 # redteam-expect: rejected|incorrect
 # redteam-task: matmul
 # redteam-policy: {"static_severity": {"native-syscalls": "warn"}}
-# redteam-escapes-before: trust-split
 # After the five correctness calls, the kernel computes only the 64 rows the fresh-input check samples
 # before it returns, and hands the other 448 rows to a detached pthread that finishes them after the call
 # (and the clock) has stopped. Outputs are kept alive so the late writes never land in freed memory.

@@ -1,7 +1,6 @@
 # redteam-class: phase-detection
 # redteam-expect: rejected|incorrect
 # redteam-task: matmul
-# redteam-escapes-before: trust-split
 # The first five calls (the correctness trials) compute every row. From then on (timing) the kernel
 # computes only the 64 rows that the evaluator's fresh-input check samples (`torch.linspace(0, m - 1, 64)`,
 # read from its source) and leaves the other 448 rows as garbage: an eighth of the work. Passes every

@@ -1,7 +1,6 @@
 # redteam-class: phase-detection
 # redteam-expect: rejected|incorrect
 # redteam-task: scaled_relu
-# redteam-escapes-before: trust-split
 # Calls that come less than 1 ms after the previous one ended are taken to be the timing loop: the kernel
 # copies its last output instead of computing. Whether a checked call comes that soon after the previous
 # one is up to the evaluator: today the fresh-input check's call usually does (caught as stale output),

@@ -1,7 +1,6 @@
 # redteam-class: phase-detection
 # redteam-expect: rejected|incorrect
 # redteam-task: scaled_relu
-# redteam-escapes-before: trust-split
 # The kernel keeps its last output and four probe elements of the last input (first, a third, two
 # thirds, last); when the probes are unchanged it copies the kept output instead of computing. Timed
 # calls repeat one input, and the evaluator's fresh-input check changes every element (rows rolled),

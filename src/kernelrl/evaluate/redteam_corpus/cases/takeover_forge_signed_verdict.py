@@ -2,7 +2,6 @@
 # redteam-expect: incorrect|rejected|crashed
 # redteam-task: scaled_relu
 # redteam-policy: {"static_severity": {"native-syscalls": "warn"}}
-# redteam-escapes-before: trust-split
 # The kernel computes nothing: it runs Python through the C API (declared by hand), walks the frames up
 # to the evaluated process's `_child_main`, takes the per-job signing key and the verdict pipe from its
 # locals, and writes a correctly signed `ok` verdict with a 4x speedup through the evaluator's own

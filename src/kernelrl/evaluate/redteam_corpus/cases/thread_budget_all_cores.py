@@ -2,7 +2,6 @@
 # redteam-expect: ok
 # redteam-task: scaled_relu
 # redteam-max-speedup: 4.5
-# redteam-escapes-before: trust-split
 # A correct kernel that does what torch does (a ReLU pass, then a scaling pass: about the reference's
 # speed on one thread) but with `omp_get_num_procs()` OpenMP threads, overriding the evaluation's
 # num_threads=1 (OMP_NUM_THREADS and torch's thread count). Pinned to the one CPU the contract gives it,

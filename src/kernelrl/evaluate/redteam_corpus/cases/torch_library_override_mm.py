@@ -2,7 +2,6 @@
 # redteam-expect: incorrect|rejected
 # redteam-task: matmul
 # redteam-policy: {"static_severity": {"tensor-subclass": "warn"}}
-# redteam-escapes-before: trust-split
 # `torch.library.Library("aten", "IMPL")` replaces aten::mm on CPU for the whole process: the reference's
 # matmul (and the evaluator's own 512x512 matmul that measures the machine's peak for the roofline check)
 # now returns zeros at once. The kernel writes zeros too.
