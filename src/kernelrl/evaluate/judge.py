@@ -519,6 +519,8 @@ class Judge:
                         result.notes.append("timing skipped: not meaningful on this device")
         except StageFailed as failure:
             result.status, result.error = failure.status, failure.message
+            if failure.status in (Status.COMPILE_ERROR, Status.REJECTED):  # nothing was compiled to "not run"
+                result.notes = [n for n in result.notes if n not in self.backend.notes()]
         finally:
             for arena in self.arenas.values():
                 arena.close()
