@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -118,9 +118,11 @@ def load_tasks(
     scale: float | None = None,
     max_bytes: int | None = None,
     profile: str | None = None,
+    progress: Callable[[Task], None] | None = None,
 ) -> list[Task]:
     """Load a file, directory or dataset, then apply a size profile (e.g. "gpu"; an error if no task
-    defines it), size overrides, a scale factor, or a memory budget (in that order)."""
+    defines it), size overrides, a scale factor, or a memory budget (in that order). `progress` is
+    called with each task once it is sized."""
     path = Path(path)
     if path.is_dir():
         tasks = load_directory(path)
@@ -134,7 +136,12 @@ def load_tasks(
         raise TaskError(f"{path}: unknown task format (expected .py, .jsonl, .parquet or a directory)")
     if profile is not None and not any(profile in t.profiles for t in tasks):
         raise TaskError(f"{path}: no task defines size profile {profile!r}")
-    return [resize(t, overrides, scale, max_bytes, profile) for t in tasks]
+    resized = []
+    for task in tasks:
+        resized.append(resize(task, overrides, scale, max_bytes, profile))
+        if progress is not None:
+            progress(resized[-1])
+    return resized
 
 
 def resize(
