@@ -43,3 +43,22 @@ def test_tasks_list(tmp_path: Path) -> None:
     proc = kernelrl("tasks", "list", str(tmp_path), "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.splitlines()[0])["id"] == "level1/1_Relu"
+
+
+def test_tasks_size_options_and_progress(tmp_path: Path) -> None:
+    """--size, --max-mb and --profile on list/validate/export, with a progress bar on stderr."""
+    (tmp_path / "level1").mkdir()
+    (tmp_path / "level1" / "1_Relu.py").write_text(RELU_TASK.replace("n = 4096", "n = 1048576"))
+    proc = kernelrl("tasks", "list", str(tmp_path), "--json", "--max-mb", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.splitlines()[0])["size_overrides"]["n"][1] < 1048576
+    assert "sizing" in proc.stderr and "task" in proc.stderr  # the bar
+    proc = kernelrl("tasks", "list", str(tmp_path), "--json", "--size", "n=1000")
+    assert json.loads(proc.stdout.splitlines()[0])["size_overrides"]["n"] == [1048576, 1000]
+    proc = kernelrl("tasks", "validate", str(tmp_path), "--size", "n=65536", "--min-ms", "0")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "validating" in proc.stderr and "1/1 valid" in proc.stdout
+    out = tmp_path / "out.jsonl"
+    proc = kernelrl("tasks", "export", str(tmp_path), "--out", str(out), "--max-mb", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(json.loads(out.read_text().splitlines()[0])["size_overrides"])["n"][1] < 1048576

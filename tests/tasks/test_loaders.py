@@ -111,7 +111,9 @@ def test_malformed_dataset_line(tmp_path: Path) -> None:
 
 def test_size_overrides_are_applied_and_recorded(tmp_path: Path) -> None:
     path = write(tmp_path / "relu.py", KB_TASK)
-    task = load_tasks(path, overrides={"batch_size": 8, "not_there": 3})[0]
+    with pytest.raises(TaskError, match="size override not_there matches no size constant"):
+        load_tasks(path, overrides={"batch_size": 8, "not_there": 3})
+    task = load_tasks(path, overrides={"batch_size": 8})[0]
     assert size_constants(task.source)["batch_size"][0] == 8
     assert task.size_overrides == {"batch_size": (4096, 8)}
     assert "batch_size = 8\n" in task.source and "dim = 393216\n" in task.source

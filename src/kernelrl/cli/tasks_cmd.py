@@ -12,13 +12,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls = tasks_sub.add_parser("list", help="list the tasks in a file, directory or JSONL/Parquet dataset")
     ls.add_argument("path")
     ls.add_argument("--json", action="store_true", help="one JSON object per task (without source)")
-    ls.add_argument("--profile", help="apply a size profile from the tasks' metadata (e.g. gpu)")
+    _size_options(ls)
     ls.set_defaults(handler=run_list)
 
     val = tasks_sub.add_parser("validate", help="check tasks run, are deterministic and depend on their input")
     val.add_argument("path")
     val.add_argument("--min-ms", type=float, default=1.0)
     val.add_argument("--max-ms", type=float, default=100.0)
+    _size_options(val)
     val.set_defaults(handler=run_validate)
 
     syn = tasks_sub.add_parser("synth", help="compose registered ops into new validated tasks")
@@ -37,9 +38,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     exp = tasks_sub.add_parser("export", help="write tasks to a JSONL/Parquet dataset with a prompt field")
     exp.add_argument("path", help="task file, directory or dataset")
     exp.add_argument("--out", required=True, help="FILE.jsonl or FILE.parquet")
-    exp.add_argument("--profile", help="apply a size profile (e.g. gpu) before export")
+    _size_options(exp)
     exp.set_defaults(handler=run_export)
     p.set_defaults(handler=lambda args: p.print_help() or 2)
+
+
+def _size_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--profile", help="apply a size profile from the tasks' metadata (e.g. gpu)")
+    parser.add_argument("--size", action="append", default=[], metavar="NAME=N",
+                        help="override a size constant in every task that has it (an error if none has it)")
+    parser.add_argument("--max-mb", type=float, help="shrink each task's sizes until it fits this many MB")
+
+
+def _load(args: argparse.Namespace, what: str) -> list:
+    """The tasks at `args.path` with the size options applied, with a progress bar; raises TaskError."""
+    from tqdm import tqdm
+
+    from kernelrl.tasks import load_tasks
+
+    overrides = {}
+    for pair in args.size:
+        name, _, value = pair.partition("=")
+        if not value.strip().isdigit():
+            raise SystemExit(f"--size expects NAME=INTEGER, got {pair!r}")
+        overrides[name.strip()] = int(value)
+    max_bytes = int(args.max_mb * 2**20) if args.max_mb else None
+    with tqdm(desc=what, unit="task", file=sys.stderr, disable=max_bytes is None and not overrides) as bar:
+        return load_tasks(args.path, overrides=overrides or None, max_bytes=max_bytes, profile=args.profile,
+                          progress=lambda task: bar.update(1))
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -48,11 +74,11 @@ def run_list(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from kernelrl.tasks import TaskError, load_tasks
+    from kernelrl.tasks import TaskError
     from kernelrl.tasks.sizing import size_constants
 
     try:
-        tasks = load_tasks(args.path, profile=args.profile)
+        tasks = _load(args, "sizing")
     except TaskError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -73,12 +99,13 @@ def run_list(args: argparse.Namespace) -> int:
 def run_validate(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
+    from tqdm import tqdm
 
-    from kernelrl.tasks import TaskError, load_tasks
+    from kernelrl.tasks import TaskError
     from kernelrl.tasks.validate import validate_task
 
     try:
-        tasks = load_tasks(args.path)
+        tasks = _load(args, "sizing")
     except TaskError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -86,7 +113,7 @@ def run_validate(args: argparse.Namespace) -> int:
     for column in ("id", "ms", "result"):
         table.add_column(column)
     failed = 0
-    for task in tasks:
+    for task in tqdm(tasks, desc="validating", unit="task", file=sys.stderr):
         check = validate_task(task, runtime_ms=(args.min_ms, args.max_ms))
         failed += not check.ok
         verdict = "ok" if check.ok else "; ".join(f"{k}: {v}" for k, v in check.problems.items())
@@ -139,10 +166,10 @@ def run_synth(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from kernelrl.tasks import TaskError, export_tasks, load_tasks
+    from kernelrl.tasks import TaskError, export_tasks
 
     try:
-        count = export_tasks(load_tasks(args.path, profile=args.profile), args.out)
+        count = export_tasks(_load(args, "sizing"), args.out)
     except TaskError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

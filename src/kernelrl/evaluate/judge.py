@@ -29,6 +29,7 @@ import random
 import statistics
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -50,7 +51,7 @@ from kernelrl.evaluate.guards import (
     mutated,
     roofline_ms,
 )
-from kernelrl.evaluate.loading import CANDIDATE_FILE, TASK_FILE, describe_exception, load_module
+from kernelrl.evaluate.loading import CANDIDATE_FILE, TASK_FILE, load_module
 from kernelrl.evaluate.result import Correctness, EvalResult, StageReport, Status, Timing
 from kernelrl.evaluate.static import run_static_checks
 from kernelrl.tasks.task import Task
@@ -191,7 +192,7 @@ class Judge:
         try:
             self.reference = load_module(self.task.source, TASK_FILE, "kernelrl_reference")
         except Exception as exc:  # the task itself is broken: not the candidate's fault, but no verdict
-            raise StageFailed(Status.RUNTIME_ERROR, "the reference task failed to load: " + describe_exception(exc, (TASK_FILE,))) from None
+            raise task_failure("the task failed to load", exc) from None
         self.process.request({"op": "load", "source": self.candidate.source})
 
     def init(self, compile_candidate: bool = False) -> torch.nn.Module:
@@ -199,10 +200,13 @@ class Judge:
         torch.manual_seed(seed)
         try:
             init_inputs = self.reference.get_init_inputs()
+        except Exception as exc:
+            raise task_failure("the task's get_init_inputs() failed", exc) from None
+        try:
             torch.manual_seed(seed)
             ref_model = self.reference.Model(*init_inputs).to(self.device)
         except Exception as exc:
-            raise StageFailed(Status.RUNTIME_ERROR, "the reference model failed to build: " + describe_exception(exc, (TASK_FILE,))) from None
+            raise task_failure("the task's Model(*get_init_inputs()) failed", exc) from None
         tensors: dict[str, torch.Tensor] = {}
         try:
             encoded = encode_value(list(init_inputs), tensors, "init")
@@ -219,8 +223,18 @@ class Judge:
 
     def inputs(self, trial: int) -> list[Any]:
         torch.manual_seed(self.task.seed + self.config.seed + 1000 + trial)
-        inputs = self.reference.get_inputs()
-        return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
+        try:
+            inputs = self.reference.get_inputs()
+            return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
+        except Exception as exc:
+            raise task_failure("the task's get_inputs() failed", exc) from None
+
+    def reference_forward(self, ref_model: torch.nn.Module, inputs: list[Any]) -> Any:
+        """The task's forward on a copy of `inputs`; its failure is the task's (StageFailed)."""
+        try:
+            return ref_model(*_clone(inputs))
+        except Exception as exc:
+            raise task_failure("the task's Model.forward failed", exc) from None
 
     def correctness(self, ref_model: torch.nn.Module) -> None:
         """Fresh inputs per trial; the reference runs here, the candidate there; outputs read whole."""
@@ -231,7 +245,7 @@ class Judge:
         torch_ops: dict[str, int] = {}
         for trial in range(trials):
             inputs = self.inputs(trial)
-            expected = ref_model(*_clone(inputs))
+            expected = self.reference_forward(ref_model, inputs)
             shared = self._send_inputs("trial", {"t": inputs})
             try:
                 reply = self.process.request({"op": "call", "sets": ["t"], "count": True})
@@ -305,7 +319,7 @@ class Judge:
             share = MIXED_ROW_SHARES[(i - 1) % len(MIXED_ROW_SHARES)]
             sets[f"s{i}"], rows = _mix_rows(base, self.inputs(cfg.correctness_trials + i), self.random, share)
             self.mixed_rows.append(rows)
-        expected = {name: _flat_tensors(_to_cpu(ref_model(*_clone(x)))) for name, x in sets.items()}
+        expected = {name: _flat_tensors(_to_cpu(self.reference_forward(ref_model, x))) for name, x in sets.items()}
         shared = self._send_inputs("timing", sets)
         candidate = self._measure(sets, expected)
         self._check_coverage()
@@ -476,7 +490,7 @@ class Judge:
         again = self._measure(sets, expected)
         candidate = again if again.median_ms > first.median_ms else first
         inputs = next(iter(sets.values()))
-        outputs = ref_model(*_clone(inputs))
+        outputs = self.reference_forward(ref_model, inputs)
         nbytes, flops = io_bytes(inputs, outputs), count_flops(ref_model, _clone(inputs))
         bandwidth, flop_rate = device_ceilings(self.device.type, nbytes, self.config.num_threads)
         bound = roofline_ms(nbytes, flops, bandwidth, flop_rate)
@@ -593,6 +607,8 @@ class Judge:
                         result.notes.append("timing skipped: not meaningful on this device")
         except StageFailed as failure:
             result.status, result.error = failure.status, failure.message
+            if failure.status in (Status.COMPILE_ERROR, Status.REJECTED):  # nothing was compiled to "not run"
+                result.notes = [n for n in result.notes if n not in self.backend.notes()]
         finally:
             for arena in self.arenas.values():
                 arena.close()
@@ -600,6 +616,28 @@ class Judge:
         result.total_s = time.perf_counter() - start
         result.feedback = build_feedback(result)
         return result
+
+
+_GPU_MESSAGES = ("Torch not compiled with CUDA enabled", "Found no NVIDIA driver", "No CUDA GPUs are available",
+                 "CUDA driver", "cuda is not available")
+
+
+def task_failure(what: str, exc: BaseException) -> StageFailed:
+    """A task problem as one line: `what`, the likely cause in words where known, the exception and the
+    innermost line of the task's own file. Not the candidate's fault; no verdict (runtime_error)."""
+    text = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}".strip().rstrip(":")
+    name = type(exc).__name__
+    cause = ""
+    if isinstance(exc, ModuleNotFoundError):
+        cause = f"it imports {exc.name!r}, which is not installed on this machine"
+    elif any(m.lower() in str(exc).lower() for m in _GPU_MESSAGES) and not torch.cuda.is_available():
+        cause = "it puts tensors on a GPU (.cuda() / device='cuda') and this machine has none"
+    elif name in ("OfflineModeIsEnabled", "LocalEntryNotFoundError") or "huggingface" in type(exc).__module__ or (
+            "huggingface.co" in str(exc) or "HF_HUB_OFFLINE" in str(exc)):
+        cause = "it downloads from the Hugging Face Hub, which cannot be reached here (offline or no network)"
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == TASK_FILE]
+    where = f" at {TASK_FILE} line {frames[-1].lineno}" if frames else ""
+    return StageFailed(Status.RUNTIME_ERROR, f"{what}: {cause + ' (' + text + ')' if cause else text}{where}")
 
 
 @dataclass

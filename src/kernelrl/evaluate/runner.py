@@ -62,6 +62,10 @@ class Runner:
             install_extension_counter()
             if self.backend == "triton":
                 LaunchCounter.install()
+        if self.backend == "cuda" and self.device.type != "cuda":
+            from kernelrl.evaluate.inline_cuda import install_compile_only
+
+            install_compile_only()  # no GPU: torch's load_inline compiles the candidate's sources, runs nothing
         try:
             module = load_module(self.source, CANDIDATE_FILE, "kernelrl_candidate")
         except CompileError:

@@ -65,6 +65,8 @@ def sandbox_env(cache_dir: str) -> dict[str, str]:
         "KERNELRL_CACHE_DIR": cache_dir,
         "TORCH_EXTENSIONS_DIR": os.path.join(cache_dir, "torch_extensions"),
         "TRITON_CACHE_DIR": os.path.join(cache_dir, "triton"),
+        # no network in here: a task that downloads from the Hugging Face Hub fails at once, not after retries
+        "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
     })
     return env
 

@@ -29,7 +29,7 @@ import time
 import traceback
 from typing import Any
 
-from kernelrl.evaluate.backends import get_backend
+from kernelrl.evaluate.backends import BACKENDS, get_backend
 from kernelrl.evaluate.builds import MAX_REQUEST_BYTES, BadRequest, BuildService, send_reply
 from kernelrl.evaluate.candidate import Candidate
 from kernelrl.evaluate.config import EvalConfig
@@ -498,6 +498,18 @@ def _preload_for(backend: str) -> None:
     _PRELOADED.add(backend)
 
 
+def _backend_environment() -> None:
+    """Set every backend's environment (TRITON_INTERPRET=1 without a GPU) before anything imports its
+    modules. Triton reads the flag when it decorates its own library functions at import (tl.max and
+    tl.sum are @triton.jit functions): imported first without it, they are compiled-mode functions that
+    an interpreted kernel cannot call ("Cannot call @triton.jit'd outside of the scope of a kernel")."""
+    for name in BACKENDS.names():
+        os.environ.update(get_backend(name).env)
+    if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") == "1":
+        print("kernelrl: triton was imported before TRITON_INTERPRET=1 was set; its reductions will fail "
+              "under the interpreter", file=sys.stderr)
+
+
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc mallopt parameters
 
 
@@ -522,6 +534,7 @@ def keep_freed_memory(largest_block: int = 32 * 2**20) -> bool:
 
 def _warm() -> None:
     """Pay one-time initialisation here, once, instead of in every forked evaluation."""
+    _backend_environment()  # first: the warm-up below imports triton (torch's dispatcher does)
     import torch
 
     make_subreaper()  # processes an evaluation leaves behind re-parent here, where kill_descendants finds them

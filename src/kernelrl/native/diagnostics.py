@@ -3,8 +3,8 @@
 A compiler quotes the lines it complains about, and its messages name tokens of them, so an
 `#include "/etc/passwd"` (or one whose path a macro builds) would put that file into the feedback.
 `sanitize_log` keeps diagnostics located in the candidate's file with their quoted lines; keeps the
-location and message of diagnostics in the toolchain's own headers (a template error in <algorithm>
-that the candidate's code caused) without their quoted lines; and drops diagnostics located anywhere
+location and message of diagnostics in the toolchain's own headers and torch's (a template error in
+<algorithm> that the candidate's code caused) without their quoted lines; and drops diagnostics located anywhere
 else, with the include and instantiation context lines that lead to them, leaving one line that
 counts them. Lines it does not recognise are dropped unless they belong to a kept candidate
 diagnostic; a few known tool lines ("compilation terminated.", "collect2: error: ...") are kept.
@@ -74,6 +74,21 @@ def toolchain_include_dirs(compiler: str, language: str) -> tuple[tuple[str, str
     return tuple(dict.fromkeys(dirs))
 
 
+@functools.lru_cache(maxsize=1)
+def library_header_dirs() -> tuple[tuple[str, str], ...]:
+    """Installed library headers as trusted as the toolchain's (torch's, which torch extensions include):
+    (normalised, resolved) pairs. Found without importing the library."""
+    import importlib.util
+
+    dirs: list[tuple[str, str]] = []
+    spec = importlib.util.find_spec("torch")
+    if spec is not None and spec.origin:
+        include = os.path.join(os.path.dirname(spec.origin), "include")
+        if os.path.isdir(include):
+            dirs.append((os.path.normpath(include), os.path.realpath(include)))
+    return tuple(dirs)
+
+
 def _under(path: str, root: str) -> bool:
     return path.startswith(root.rstrip("/") + "/")
 
@@ -102,7 +117,7 @@ class _Classifier:
         if not path.startswith("/") or self.compiler is None:
             return OTHER
         lexical, real = os.path.normpath(path), os.path.realpath(path)
-        dirs = toolchain_include_dirs(self.compiler, self.language)
+        dirs = toolchain_include_dirs(self.compiler, self.language) + library_header_dirs()
         if any(_under(lexical, d) for d, _ in dirs) and any(_under(real, r) for _, r in dirs):
             return TOOLCHAIN
         return OTHER

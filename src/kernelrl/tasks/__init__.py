@@ -2,7 +2,7 @@
 
 from kernelrl.tasks.examples import example_path
 from kernelrl.tasks.export import default_prompt, export_tasks
-from kernelrl.tasks.loaders import load_dataset, load_directory, load_task, load_tasks, resize
+from kernelrl.tasks.loaders import TaskLoadError, load_dataset, load_directory, load_task, load_tasks, resize
 from kernelrl.tasks.sizing import apply_overrides, estimate_bytes, fit_to_budget, size_constants
 from kernelrl.tasks.suites import Solution, load_solutions, solution_path, suite_path
 from kernelrl.tasks.task import Task, TaskError
@@ -11,6 +11,7 @@ __all__ = [
     "Solution",
     "Task",
     "TaskError",
+    "TaskLoadError",
     "apply_overrides",
     "default_prompt",
     "estimate_bytes",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,19 @@ def _task_files(directory: Path) -> list[Path]:
 def load_directory(directory: str | Path) -> list[Task]:
     """A suite directory: `levelN/` subdirectories (KernelBench layout, loaded unmodified) or flat files."""
     directory = Path(directory)
+    files = _directory_files(directory)
+    tasks, failures = [], []
+    for f in files:
+        try:
+            tasks.append(load_task(f))
+        except TaskError as exc:
+            failures.append((f"{f.parent.name}/{f.stem}" if LEVEL_DIR.match(f.parent.name) else f.stem, str(exc)))
+    if failures:
+        raise TaskLoadError(tasks, failures)
+    return tasks
+
+
+def _directory_files(directory: Path) -> list[Path]:
     level_dirs = sorted(
         (d for d in directory.iterdir() if d.is_dir() and LEVEL_DIR.match(d.name)),
         key=lambda d: int(LEVEL_DIR.match(d.name).group(1)),  # type: ignore[union-attr]
@@ -72,7 +85,32 @@ def load_directory(directory: str | Path) -> list[Task]:
     files = [f for d in level_dirs for f in _task_files(d)] if level_dirs else _task_files(directory)
     if not files:
         raise TaskError(f"{directory}: no task files (*.py) found, nor levelN/ subdirectories")
-    return [load_task(f) for f in files]
+    return files
+
+
+class TaskLoadError(TaskError):
+    """Some tasks failed to load or size: `loaded` holds the good ones, `failures` (task, message) the
+    rest; the message groups the failures by kind."""
+
+    def __init__(self, loaded: list[Task], failures: list[tuple[str, str]]) -> None:
+        self.loaded, self.failures = loaded, failures
+        groups: dict[str, list[str]] = {}
+        for task_id, message in failures:
+            groups.setdefault(_failure_kind(message), []).append(task_id)
+        lines = [f"{len(failures)} of {len(loaded) + len(failures)} tasks failed:"]
+        for kind, ids in sorted(groups.items(), key=lambda item: -len(item[1])):
+            shown = ", ".join(ids[:5]) + (f", ... ({len(ids) - 5} more)" if len(ids) > 5 else "")
+            lines.append(f"  {kind} ({len(ids)}): {shown}")
+        lines.extend(f"  - {task_id}: {message}" for task_id, message in failures[:20])
+        super().__init__("\n".join(lines))
+
+
+def _failure_kind(message: str) -> str:
+    """What went wrong, without the task's name, sizes or numbers: failures of one kind group together."""
+    text = message.split(": ", 1)[1] if ": " in message else message
+    text = re.sub(r"\s*\([^()]*\)", "", text)
+    text = re.split(r": [A-Z]\w*(?:Error|Exception)\b", text)[0]
+    return re.sub(r"\d+(?:\.\d+)?", "N", text).strip().rstrip(":") or "failed"
 
 
 def _records(path: Path) -> Iterable[dict[str, Any]]:
@@ -118,12 +156,20 @@ def load_tasks(
     scale: float | None = None,
     max_bytes: int | None = None,
     profile: str | None = None,
+    progress: Callable[[Task], None] | None = None,
 ) -> list[Task]:
     """Load a file, directory or dataset, then apply a size profile (e.g. "gpu"; an error if no task
-    defines it), size overrides, a scale factor, or a memory budget (in that order)."""
+    defines it), size overrides (a name no task has is an error), a scale factor, or a memory budget (in
+    that order). `progress` is called with each task once it is sized. Every task is tried: failures
+    (a file that does not load, a task that cannot fit or no longer runs shrunk) raise one
+    `TaskLoadError` at the end that groups them and carries the tasks that loaded."""
     path = Path(path)
+    failed: list[tuple[str, str]] = []  # (task, message) of files that did not load: reported with the rest
     if path.is_dir():
-        tasks = load_directory(path)
+        try:
+            tasks = load_directory(path)
+        except TaskLoadError as exc:
+            tasks, failed = exc.loaded, exc.failures
     elif path.suffix in (".jsonl", ".parquet"):
         tasks = load_dataset(path)
     elif path.suffix == ".py":
@@ -134,7 +180,22 @@ def load_tasks(
         raise TaskError(f"{path}: unknown task format (expected .py, .jsonl, .parquet or a directory)")
     if profile is not None and not any(profile in t.profiles for t in tasks):
         raise TaskError(f"{path}: no task defines size profile {profile!r}")
-    return [resize(t, overrides, scale, max_bytes, profile) for t in tasks]
+    if overrides:
+        matched = {name for t in tasks for name in size_constants(t.source)}
+        unmatched = sorted(set(overrides) - matched)
+        if unmatched:
+            raise TaskError(f"{path}: size override {', '.join(unmatched)} matches no size constant of any task")
+    resized, failures = [], list(failed)
+    for task in tasks:
+        try:
+            resized.append(resize(task, overrides, scale, max_bytes, profile))
+        except TaskError as exc:
+            failures.append((task.id, str(exc)))
+        if progress is not None:
+            progress(task)
+    if failures:
+        raise TaskLoadError(resized, failures)
+    return resized
 
 
 def resize(

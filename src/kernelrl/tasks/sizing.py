@@ -1,14 +1,18 @@
-"""Override or scale a task's module-level integer size constants (e.g. `batch_size = 4096`).
+"""Override or scale a task's module-level size constants (e.g. `batch_size = 4096`, `N = 2048 * 2`,
+`height = width = 256`, `input_shape = (128, 4096)`).
 
-GPU-sized tasks do not fit a CPU. The loader can set constants explicitly, scale them, or shrink
-the largest ones until the task's estimated memory (inputs, weights and output, measured on
-torch's `meta` device, so nothing is allocated) fits a budget.
+GPU-sized tasks do not fit a CPU. The loader can set constants explicitly, scale them, or shrink them
+until the task's estimated memory (inputs, weights and output, measured on torch's `meta` device, so
+nothing is allocated) fits a budget: batch-like sizes first, channel/feature counts last, and a shrunk
+task must still run one forward on the CPU.
 """
 
 from __future__ import annotations
 
 import ast
 import math
+import operator
+import re
 from typing import Any
 
 from kernelrl.tasks.metadata import parse_module
@@ -16,48 +20,106 @@ from kernelrl.tasks.task import Task, TaskError
 
 # Constants that are shape *parameters* rather than sizes: never scaled automatically.
 NOT_SIZES = {"kernel_size", "stride", "padding", "dilation", "groups", "num_groups", "axis", "seed"}
-MIN_SCALABLE = 16  # constants below this are left alone when scaling
+MIN_SCALABLE = 16  # constants below this are left alone when scaling (batch-like ones excepted)
+# Batch-like dimensions shrink first (down to 1); channel/feature counts only when nothing else fits.
+BATCH_LIKE = re.compile(r"(^|_)(batch|batches|bs|b|n_samples|num_samples|samples)(_|$)", re.I)
+CHANNEL_LIKE = re.compile(r"channel|feature|hidden|embed|(^|_)(c|ch|in_c|out_c|d_model|heads|num_heads|num_classes|"
+                          r"vocab|vocab_size)(_|$)", re.I)
+OVERRIDE_MARK = "# kernelrl: size override"
+
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+           ast.Pow: operator.pow, ast.LShift: operator.lshift, ast.Mod: operator.mod}
 
 
-def size_constants(source: str) -> dict[str, tuple[int, ast.Constant]]:
-    """Module-level `NAME = <int literal>` assignments: name -> (value, literal node)."""
-    found: dict[str, tuple[int, ast.Constant]] = {}
+def _int_value(node: ast.AST) -> int | None:
+    """The value of an integer literal or an arithmetic expression of integer literals (`2048 * 2`)."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        left, right = _int_value(node.left), _int_value(node.right)
+        if left is None or right is None or (isinstance(node.op, ast.Pow) and not 0 <= right <= 64):
+            return None
+        try:
+            value = _BINOPS[type(node.op)](left, right)
+        except (ZeroDivisionError, ValueError):
+            return None
+        return value if type(value) is int and abs(value) < 2**62 else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _int_value(node.operand)
+        return -value if value is not None else None
+    return None
+
+
+def size_constants(source: str) -> dict[str, tuple[int, ast.AST]]:
+    """Module-level integer sizes: name -> (value, node to rewrite).
+
+    Recognised: `N = 4096`, expressions of literals (`N = 2048 * 2`), tuple sizes (`shape = (128, 4096)`,
+    as `shape[0]`, `shape[1]`), chained (`height = width = 256`) and unpacking (`M, K = 1024, 4096`)
+    assignments. The node is the value to replace in place, or the whole statement where an override
+    is a new assignment after it (chained, unpacking). A later assignment of a name wins."""
+    found: dict[str, tuple[int, ast.AST]] = {}
     for node in parse_module(source, "<task>").body:
-        if (
-            isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name)
-            and isinstance(node.value, ast.Constant)
-            and type(node.value.value) is int
-        ):
-            found[node.targets[0].id] = (node.value.value, node.value)
+        if not isinstance(node, ast.Assign):
+            continue
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name, value = node.targets[0].id, _int_value(node.value)
+            if value is not None:
+                found[name] = (value, node.value)
+            elif isinstance(node.value, ast.Tuple):
+                values = [_int_value(e) for e in node.value.elts]
+                if values and all(v is not None for v in values):
+                    for i, (v, elt) in enumerate(zip(values, node.value.elts, strict=True)):
+                        found[f"{name}[{i}]"] = (v, elt)  # type: ignore[assignment]
+            continue
+        pairs: list[tuple[str, int]] = []
+        for target in node.targets:
+            if isinstance(target, ast.Name) and (v := _int_value(node.value)) is not None:
+                pairs.append((target.id, v))
+            elif (isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple)
+                  and len(target.elts) == len(node.value.elts)):
+                for t, e in zip(target.elts, node.value.elts, strict=True):
+                    if isinstance(t, ast.Name) and (v := _int_value(e)) is not None:
+                        pairs.append((t.id, v))
+        for name, v in pairs:
+            found[name] = (v, node)
     return found
 
 
 def apply_overrides(source: str, overrides: dict[str, int]) -> tuple[str, dict[str, tuple[int, int]]]:
-    """Rewrite the literals of the named constants; returns the new source and name -> (old, new)."""
+    """Rewrite the named sizes (`size_constants`); returns the new source and name -> (old, new)."""
     constants = size_constants(source)
     unknown = set(overrides) - set(constants)
     if unknown:
         raise TaskError(
-            f"cannot override {sorted(unknown)}: not module-level integer constants "
+            f"cannot override {sorted(unknown)}: not module-level integer sizes "
             f"(available: {', '.join(sorted(constants)) or 'none'})"
         )
     lines = source.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
     changed: dict[str, tuple[int, int]] = {}
-    # Replace from the bottom up so earlier column offsets stay valid.
-    for name in sorted(overrides, key=lambda n: (constants[n][1].lineno, constants[n][1].col_offset), reverse=True):
+    inserts: dict[int, list[str]] = {}  # after line (1-based) -> new assignments
+    edits: list[tuple[ast.AST, int]] = []
+    for name, new in overrides.items():
         old, node = constants[name]
-        new = int(overrides[name])
+        new = int(new)
         if new < 1:
             raise TaskError(f"size override {name}={new} must be >= 1")
         if old == new:
             continue
+        changed[name] = (old, new)
+        if isinstance(node, ast.Assign) or node.lineno != node.end_lineno:
+            inserts.setdefault(node.end_lineno or node.lineno, []).append(f"{name} = {new}  {OVERRIDE_MARK} (was {old})\n")
+        else:
+            edits.append((node, new))
+    # From the bottom up, so earlier line numbers and column offsets stay valid.
+    for node, new in sorted(edits, key=lambda e: (e[0].lineno, e[0].col_offset), reverse=True):
         row = node.lineno - 1
         line = lines[row]
         start, end = _byte_to_char(line, node.col_offset), _byte_to_char(line, node.end_col_offset or 0)
         lines[row] = line[:start] + str(new) + line[end:]
-        changed[name] = (old, new)
+    for after in sorted(inserts, reverse=True):
+        lines[after:after] = inserts[after]
     return "".join(lines), changed
 
 
@@ -65,12 +127,28 @@ def _byte_to_char(line: str, byte_offset: int) -> int:
     return len(line.encode()[:byte_offset].decode(errors="ignore"))
 
 
+def _base(name: str) -> str:
+    return name.split("[", 1)[0]
+
+
+def size_tier(name: str) -> int:
+    """Shrinking order: 0 batch-like, 1 other sizes (spatial, sequence, matrix dims), 2 channel/feature counts."""
+    base = _base(name)
+    return 0 if BATCH_LIKE.search(base) else 2 if CHANNEL_LIKE.search(base) else 1
+
+
+def _scalable(name: str, value: int) -> bool:
+    if _base(name) in NOT_SIZES:
+        return False
+    return value >= 4 if size_tier(name) == 0 else value >= MIN_SCALABLE
+
+
 def scale_sizes(source: str, factor: float) -> dict[str, int]:
     """New values for every scalable size constant multiplied by `factor` (at least 1)."""
     return {
         name: max(1, round(value * factor))
         for name, (value, _) in size_constants(source).items()
-        if name not in NOT_SIZES and value >= MIN_SCALABLE
+        if _base(name) not in NOT_SIZES and value >= MIN_SCALABLE
     }
 
 
@@ -103,24 +181,53 @@ def _tensor_bytes(obj: Any) -> int:
     return 0
 
 
-def fit_to_budget(task: Task, max_bytes: int, max_rounds: int = 40) -> Task:
-    """Halve the largest scalable size constant until the task's estimated memory fits `max_bytes`."""
-    source = task.source
+def fit_to_budget(task: Task, max_bytes: int, max_rounds: int = 60, verify: bool = True) -> Task:
+    """Halve sizes until the task's estimated memory fits `max_bytes`: batch-like sizes first (down to 2),
+    then other sizes, then channel/feature counts only if nothing else is left (noted in `task.notes`);
+    in each tier the largest first. With `verify`, a shrunk task must still build and run one forward
+    on the CPU (real tensors: the meta device misses shape errors of ops without meta kernels)."""
     overrides: dict[str, int] = {}
+    source = task.source
     for _ in range(max_rounds):
         if estimate_bytes(source) <= max_bytes:
             break
-        constants = {
-            n: v for n, (v, _) in size_constants(source).items() if n not in NOT_SIZES and v >= MIN_SCALABLE
-        }
+        constants = {n: v for n, (v, _) in size_constants(source).items() if _scalable(n, v)}
         if not constants:
             raise TaskError(f"{task.id}: does not fit {max_bytes} bytes and has no size constants left to shrink")
-        name = max(constants, key=lambda n: constants[n])
+        tier = min(size_tier(n) for n in constants)
+        name = max((n for n in constants if size_tier(n) == tier), key=lambda n: constants[n])
         overrides[name] = max(1, math.ceil(constants[name] / 2))
-        source, _ = apply_overrides(source, {name: overrides[name]})
+        source, _ = apply_overrides(task.source, overrides)
     else:
         raise TaskError(f"{task.id}: could not fit {max_bytes} bytes within {max_rounds} halvings")
-    return with_overrides(task, overrides)
+    if not overrides:
+        return task
+    result = with_overrides(task, overrides)
+    shrunk_channels = sorted(n for n in overrides if size_tier(n) == 2)
+    if shrunk_channels:
+        changes = ", ".join(f"{n} {result.size_overrides[n][0]}->{result.size_overrides[n][1]}" for n in shrunk_channels)
+        note = f"channel/feature sizes shrunk to fit {max_bytes / 2**20:.1f} MiB: {changes}"
+        result.notes = f"{result.notes}\n{note}".strip()
+    if verify:
+        try:
+            run_once(result.source)
+        except Exception as exc:
+            sizes = ", ".join(f"{k}={v[1]}" for k, v in sorted(result.size_overrides.items()))
+            raise TaskError(f"{task.id}: shrunk to fit {max_bytes / 2**20:.1f} MiB ({sizes}) but no longer runs: "
+                            f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}") from None
+    return result
+
+
+def run_once(source: str) -> None:
+    """Build the task's Model and run one forward on CPU tensors (no gradients); raises what it raises."""
+    import torch
+
+    namespace: dict[str, Any] = {"__name__": "kernelrl_task_check"}
+    exec(compile(source, "<task>", "exec"), namespace)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        model = namespace["Model"](*namespace["get_init_inputs"]())
+        model(*namespace["get_inputs"]())
 
 
 def with_overrides(task: Task, overrides: dict[str, int]) -> Task:

@@ -1,7 +1,8 @@
 """`cuda`: CUDA C++ kernels, through kernelrl.native.load_cuda or torch's load_inline.
 
 Without a GPU, nvcc still compiles the source (real compiler errors with line numbers), and the
-result says the kernel was not run (status `compiled`).
+result says the kernel was not run (status `compiled`); `load_inline` candidates are compiled the same
+way (`evaluate.inline_cuda`).
 """
 
 from __future__ import annotations
