@@ -6,7 +6,6 @@ where it would stop the attack before it runs (static checks warn only), so the 
 from __future__ import annotations
 
 import os
-import re
 import time
 
 import pytest
@@ -166,38 +165,39 @@ def test_the_candidate_process_is_confined_and_pinned(pool: EvalPool, task: Task
 
 
 def test_nothing_the_candidate_starts_outlives_its_evaluation(pool: EvalPool, task: Task) -> None:
-    body = '''        if not hasattr(self, "said"):
+    """A double-forked grandchild (its parent exits, so it is no child of the candidate any more) that would
+    sleep for a minute is gone once the evaluation is over."""
+    marker = f"kernelrl-orphan-{os.getpid()}-{time.time_ns()}"
+    body = f'''        if not hasattr(self, "said"):
             pid = os.fork()
             if pid == 0:
                 if os.fork() == 0:
-                    time.sleep(60)
+                    os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(60)", "{marker}"])
                 os._exit(0)
             os.waitpid(pid, 0)
-            print("STARTED", [p for p in os.listdir("/proc") if p.isdigit() and p != str(os.getpid())][-3:])
             self.said = True
 ''' + KERNEL_CALL + "        return y\n"
-    before = _sleepers()
     result = pool.evaluate(task, candidate(body), EvalConfig(static_severity={"*": "warn"}, guards=False))
     assert result.status == Status.OK, result.feedback
     deadline = time.monotonic() + 5
-    while _sleepers() - before and time.monotonic() < deadline:
+    while _running(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _sleepers() - before
+    assert not _running(marker)
 
 
-def _sleepers() -> set[int]:
-    """Processes here that run the evaluation worker's code (a forked grandchild of a candidate)."""
-    found = set()
+def _running(marker: str) -> list[int]:
+    """Live processes whose command line holds `marker`."""
+    found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat") as handle:
-                state = handle.read().rsplit(")", 1)[1].split()[0]
             with open(f"/proc/{entry}/cmdline", "rb") as handle:
                 command = handle.read()
-        except OSError:
+            with open(f"/proc/{entry}/stat") as handle:
+                state = handle.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
             continue
-        if b"kernelrl.evaluate.supervisor" in command and state == "S" and re.search(rb"supervisor", command):
-            found.add(int(entry))
+        if marker.encode() in command and state not in ("Z", "X"):
+            found.append(int(entry))
     return found
