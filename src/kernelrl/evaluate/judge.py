@@ -67,8 +67,9 @@ KEPT_OUTPUT_BYTES = 64 * 2**20  # outputs of one timed request the candidate kee
 MAX_CALLS_PER_REQUEST = 1000
 SAMPLING_HZ = 1000.0  # the sampler stops a thread ~50 us per sample: ~5% at 1 kHz, both sides alike
 PROFILE_MORE_HZ = 4000.0  # untimed extra profile: the sampler's cost no longer matters
-PROFILE_MIN_S = 0.05  # when the timed calls gave too few compute samples, profile this long in all
+PROFILE_MIN_S = 0.025  # when the timed calls gave too few compute samples, profile this long in all
 PROFILE_SUSPECT_S = 0.25  # when fallback code leads without settling it
+SUSPECT_FALLBACK_HITS = 8  # ... by at least this many samples
 MIN_COMPUTE_SAMPLES = 20  # fewer compute samples than this say nothing about coverage
 CHECKED_CALLS = 64  # calls per timed request whose outputs are spot-checked (all of them up to this; the last always)
 CANDIDATE_STATUSES = {"compile_error": Status.COMPILE_ERROR, "runtime_error": Status.RUNTIME_ERROR}
@@ -408,7 +409,7 @@ class Judge:
         if not cov:
             return 0.0
         own, fallback = cov["own_hits"], cov["fallback_hits"]
-        if fallback > own and _upper_bound(own, own + fallback) >= self.config.min_coverage:
+        if fallback >= SUSPECT_FALLBACK_HITS and fallback > own and _upper_bound(own, own + fallback) >= self.config.min_coverage:
             return PROFILE_SUSPECT_S
         if own + fallback < MIN_COMPUTE_SAMPLES and cov["seconds"] < PROFILE_MIN_S:
             return PROFILE_MIN_S

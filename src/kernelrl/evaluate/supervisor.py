@@ -538,6 +538,9 @@ def _warm() -> None:
     import torch
 
     make_subreaper()  # processes an evaluation leaves behind re-parent here, where kill_descendants finds them
+    from kernelrl.evaluate.sampler import sampling_available
+
+    sampling_available()  # probed once here (a child process, ~0.1 s); forked judges inherit the answer
     keep_freed_memory()
 
     from kernelrl.evaluate.guards import OpCounter
