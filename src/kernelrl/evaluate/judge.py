@@ -6,13 +6,14 @@ forked before the judge computed anything, confined (seccomp, its own uid as roo
 outside) and driven over a socket: inputs reach it through shared memory (`exchange.Arena`), and the
 judge reads each output from the candidate's memory right after the call returns (`read_remote`).
 
-Stages: static -> build -> init -> correctness -> timing. `run_judge` never raises for anything the
+Stages: static -> build -> init -> correctness -> timing. `Judge.run` never raises for anything the
 candidate does: a failure becomes a status and a message in the returned `EvalResult`.
 
 Timing: the judge times requests of k forward calls (k chosen so that one socket round trip is under
 1% of a request), each call on an input set drawn at random from a few sets whose outputs the judge
-knows, and spot-checks random elements of the outputs of random calls (the last one always) right
-after the request returns: a cached, partial or deferred answer is wrong somewhere. The reference is
+knows (sets that differ in scattered rows), and reads part of every call's output right after the
+request returns: a cached, partial or deferred answer is wrong somewhere. The timed calls are
+profiled from outside for the coverage (`evaluate.coverage`). The reference is
 timed the same way, in a process of its own (the supervisor's reference job), so both sides pay the
 same request overhead.
 """
@@ -23,7 +24,6 @@ import ast
 import contextlib
 import copy
 import math
-import os
 import platform
 import random
 import statistics
@@ -38,9 +38,11 @@ import torch
 
 from kernelrl.evaluate.backends import Backend, get_backend
 from kernelrl.evaluate.candidate import Candidate
+from kernelrl.evaluate.candidate_process import CandidateProcess, SpotPlan, StageFailed
 from kernelrl.evaluate.compare import compare_outputs
 from kernelrl.evaluate.config import EvalConfig
-from kernelrl.evaluate.exchange import Arena, Channel, dtype_from_name, encode_value, read_remote
+from kernelrl.evaluate.coverage import coverage_failure, coverage_record, more_profile_seconds
+from kernelrl.evaluate.exchange import encode_value
 from kernelrl.evaluate.feedback import build_feedback
 from kernelrl.evaluate.guards import (
     count_flops,
@@ -58,87 +60,13 @@ from kernelrl.tasks.task import Task
 
 Announce = Callable[[str, float], None]
 
-SPOT_PIECES = 32  # random runs of elements read from each checked output
-SPOT_RUN = 16  # elements per run
-SMALL_OUTPUT_BYTES = 64 * 1024  # outputs up to this size are read whole
 REQUEST_OVERHEAD_SHARE = 0.01  # one round trip is at most this share of a timed request
 MIN_REQUEST_MS = 2.0
 KEPT_OUTPUT_BYTES = 64 * 2**20  # outputs of one timed request the candidate keeps alive for checking
 MAX_CALLS_PER_REQUEST = 1000
 SAMPLING_HZ = 1000.0  # the sampler stops a thread ~50 us per sample: ~5% at 1 kHz, both sides alike
 PROFILE_MORE_HZ = 4000.0  # untimed extra profile: the sampler's cost no longer matters
-PROFILE_MIN_S = 0.025  # when the timed calls gave too few compute samples, profile this long in all
-PROFILE_SUSPECT_S = 0.25  # when fallback code leads without settling it
-SUSPECT_FALLBACK_HITS = 8  # ... by at least this many samples
-MIN_COMPUTE_SAMPLES = 20  # fewer compute samples than this say nothing about coverage
 CHECKED_CALLS = 64  # calls per timed request whose outputs are spot-checked (all of them up to this; the last always)
-CANDIDATE_STATUSES = {"compile_error": Status.COMPILE_ERROR, "runtime_error": Status.RUNTIME_ERROR}
-
-
-class StageFailed(Exception):
-    """Stops the evaluation with a status; the stage's message goes into the result."""
-
-    def __init__(self, status: Status, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-class CandidateProcess:
-    """The judge's handle on the candidate process: requests and replies, its memory, its CPU time."""
-
-    def __init__(self, pid: int, channel: Channel, describe_exit: Callable[[int], str]) -> None:
-        self.pid, self.channel, self._describe_exit = pid, channel, describe_exit
-
-    def request(self, message: dict[str, Any], fds: list[int] | None = None) -> dict[str, Any]:
-        """Send a request and wait for the reply; a dead or babbling candidate ends the evaluation."""
-        try:
-            self.channel.send(message, fds)
-            reply = self.channel.receive()
-        except (OSError, ValueError) as exc:
-            if isinstance(exc, OSError) and not self._alive():
-                raise StageFailed(Status.CRASHED, self._gone()) from None
-            raise StageFailed(Status.REJECTED, f"[forged-message] the candidate process broke the protocol: {exc}") from None
-        if reply is None:
-            raise StageFailed(Status.CRASHED, self._gone())
-        if not isinstance(reply.get("ok"), bool):
-            raise StageFailed(Status.REJECTED, "[forged-message] the candidate process sent something that is not a reply")
-        if reply.get("ok") is not True:
-            status = CANDIDATE_STATUSES.get(str(reply.get("status")), Status.RUNTIME_ERROR)
-            raise StageFailed(status, str(reply.get("message", "the candidate process reported a failure"))[:8000])
-        return reply
-
-    def cpu_seconds(self) -> float:
-        """User + system CPU time of the candidate process so far (all its threads)."""
-        try:
-            with open(f"/proc/{self.pid}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, IndexError, ValueError):
-            return 0.0
-
-    def _alive(self) -> bool:
-        """Whether the process still runs, from /proc (waiting for it could take a sampler's ptrace stop)."""
-        try:
-            with open(f"/proc/{self.pid}/stat") as handle:
-                return handle.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-        except (OSError, IndexError):
-            return False
-
-    def _gone(self) -> str:
-        """Why the candidate process stopped answering (waits briefly for it to die, then kills it)."""
-        status = None
-        deadline = time.monotonic() + 1.0
-        while status is None and time.monotonic() < deadline:
-            pid, raw = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                status = raw
-            else:
-                time.sleep(0.005)
-        if status is None:
-            os.kill(self.pid, 9)
-            return "the candidate process closed its channel to the evaluator"
-        return self._describe_exit(status)
 
 
 class Judge:
@@ -151,9 +79,7 @@ class Judge:
         self.backend: Backend = get_backend(candidate.backend)
         self.device = self.backend.device(config.device_index)
         self.random = random.SystemRandom()
-        self.arenas: dict[str, Arena] = {}
-        self.mixed_rows: list[list[int]] = []  # per timing set after the first: rows taken from another draw
-        self.lead_rows = 0  # the timing inputs' leading size
+        self.spot = SpotPlan(self.random)  # which elements of timed outputs to read (timing sets its rows)
         self.result = EvalResult(
             status=Status.OK, task_id=task.id, backend=candidate.backend, device=str(self.device),
             size_overrides={k: list(v) for k, v in task.size_overrides.items()}, notes=list(self.backend.notes()),
@@ -215,7 +141,7 @@ class Judge:
             raise StageFailed(Status.RUNTIME_ERROR, f"the task's get_init_inputs(): {exc}") from None
         state = {f"w{i}": (k, v) for i, (k, v) in enumerate(ref_model.state_dict().items())}
         tensors.update({name: v for name, (_, v) in state.items()})
-        self._send_arena("init", tensors, {})
+        self.process.send_arena("init", tensors, {})
         reply = self.process.request({"op": "init", "arena": "init", "init_inputs": encoded, "seed": seed,
                                       "state": {k: name for name, (k, _) in state.items()}, "compile": compile_candidate})
         if not reply.get("state_copied", True):
@@ -247,7 +173,7 @@ class Judge:
         for trial in range(trials):
             inputs = self.inputs(trial)
             expected = self.reference_forward(ref_model, inputs)
-            shared = self._send_inputs("trial", {"t": inputs})
+            shared = self.process.send_inputs("trial", {"t": inputs})
             try:
                 reply = self.process.request({"op": "call", "sets": ["t"], "count": True})
             except StageFailed as failure:
@@ -255,7 +181,7 @@ class Judge:
                 if failure.status == Status.RUNTIME_ERROR:
                     failure.message = "\n".join([failure.message, *self.backend.interpreter_hints(self.candidate.source)])
                 raise
-            actual = self._read_outputs([0])[0]
+            actual = self.process.read_outputs([0])[0]
             if guards:
                 self._check_feedback_counters(reply, torch_ops)
                 if trial <= 1 and mutated(_to_cpu(inputs), shared["t"]):  # the timed calls are checked as a whole
@@ -315,13 +241,13 @@ class Judge:
         timing = Timing(meaningful=True, method=self.backend.timing_method(cfg.num_threads) + ", judged from another process")
         self.result.timing = timing
         base = self.inputs(cfg.correctness_trials)
-        sets, self.mixed_rows, self.lead_rows = {"s0": base}, [], _lead(base)
+        sets, self.spot.lead_rows = {"s0": base}, _lead(base)
         for i in range(1, cfg.timing_input_sets):  # shares 1/64, 1/4, 1/64, 1/4, ... of rows from a fresh draw
             share = MIXED_ROW_SHARES[(i - 1) % len(MIXED_ROW_SHARES)]
             sets[f"s{i}"], rows = _mix_rows(base, self.inputs(cfg.correctness_trials + i), self.random, share)
-            self.mixed_rows.append(rows)
+            self.spot.mixed_rows.append(rows)
         expected = {name: _flat_tensors(_to_cpu(self.reference_forward(ref_model, x))) for name, x in sets.items()}
-        shared = self._send_inputs("timing", sets)
+        shared = self.process.send_inputs("timing", sets)
         candidate = self._measure(sets, expected)
         self._check_coverage()
         for name, values in sets.items():
@@ -370,7 +296,7 @@ class Judge:
         finally:
             if sampler is not None:
                 self._record_coverage(sampler.stop(), seconds=time.perf_counter() - profile_start)
-        more = self._more_profile_s() if sampler is not None else 0.0
+        more = more_profile_seconds(self.result.coverage, cfg.min_coverage) if sampler is not None else 0.0
         if more:
             self._profile_more(names, k, expected, more)
         self.result.notes.append(f"timed {requests} requests of {k} calls (round trip {round_trip * 1000:.0f} us)")
@@ -389,7 +315,7 @@ class Judge:
         """Spot-check the outputs of the last call and of CHECKED_CALLS - 1 random others."""
         k = len(order)
         checked = sorted({k - 1, *self.random.sample(range(k), min(CHECKED_CALLS - 1, k))})
-        for call, outputs in zip(checked, self._read_outputs(checked, spot=True), strict=True):
+        for call, outputs in zip(checked, self.process.read_outputs(checked, self.spot), strict=True):
             self._spot_check(outputs, expected[order[call]])
 
     def _start_sampler(self, hz: float) -> Any:
@@ -401,19 +327,19 @@ class Judge:
         sampler.start()
         return sampler
 
-    def _more_profile_s(self) -> float:
-        """How long to profile on after the timed calls: PROFILE_MIN_S when they gave too few compute
-        samples to say anything, PROFILE_SUSPECT_S when more samples fell in fallback code than in the
-        candidate's own without settling it, else nothing (honest kernels mostly pay nothing)."""
-        cov = self.result.coverage
-        if not cov:
-            return 0.0
-        own, fallback = cov["own_hits"], cov["fallback_hits"]
-        if fallback >= SUSPECT_FALLBACK_HITS and fallback > own and _upper_bound(own, own + fallback) >= self.config.min_coverage:
-            return PROFILE_SUSPECT_S
-        if own + fallback < MIN_COMPUTE_SAMPLES and cov["seconds"] < PROFILE_MIN_S:
-            return PROFILE_MIN_S
-        return 0.0
+    def _record_coverage(self, samples: Any, seconds: float) -> None:
+        if samples.error:
+            self.result.notes.append(f"coverage not measured: {samples.error}")
+            return
+        self.result.coverage = coverage_record(samples, self.own_objects or (), seconds)
+
+    def _check_coverage(self) -> None:
+        """Proof of work from outside the candidate's address space: with torch ops forbidden, the
+        forward's compute time must not be (almost) all in fallback code."""
+        cfg = self.config
+        message = coverage_failure(self.result.coverage, cfg.min_coverage) if cfg.guards and cfg.torch_ops == "reject" else None
+        if message:
+            raise StageFailed(Status.REJECTED, message)
 
     def _profile_more(self, names: list[str], k: int, expected: dict[str, list[torch.Tensor]], seconds: float) -> None:
         """Profile `seconds` of untimed requests at a higher rate (the last call of each checked) and let
@@ -425,42 +351,10 @@ class Judge:
             while time.perf_counter() < deadline:
                 order = self._draw_order(names, k, previous)
                 self._timed_request(order)
-                self._spot_check(self._read_outputs([k - 1], spot=True)[0], expected[order[-1]])
+                self._spot_check(self.process.read_outputs([k - 1], self.spot)[0], expected[order[-1]])
                 previous = order
         finally:
             self._record_coverage(sampler.stop(), seconds=time.perf_counter() - start)
-
-    def _record_coverage(self, samples: Any, seconds: float) -> None:
-        """Dr. Kernel's profiling coverage measured from outside: the share of compute time (own code vs
-        libtorch/BLAS/numpy) that the samples put in the candidate's own built code, in periods of the
-        sampler's rate, over `seconds` of profile (an extra profile replaces a short one)."""
-        from kernelrl.evaluate.sampler import classify
-
-        if samples.error:
-            self.result.notes.append(f"coverage not measured: {samples.error}")
-            return
-        cov = classify(samples, self.own_objects or ())
-        self.result.coverage = {"fraction": cov.fraction, "own": cov.own, "fallback": cov.fallback,
-                                "overhead": cov.overhead, "samples": cov.total, "method": "ip-sampling",
-                                "own_hits": cov.own_hits, "fallback_hits": cov.fallback_hits,
-                                "seconds": seconds, "top": [[os.path.basename(k), v] for k, v in sorted(
-                                    samples.by_object.items(), key=lambda kv: -kv[1])[:4]]}
-
-    def _check_coverage(self) -> None:
-        """Proof of work from outside the candidate's address space: with torch ops forbidden, most of
-        the forward's compute time must be in the candidate's own code."""
-        cov, cfg = self.result.coverage, self.config
-        if not cov or cov["fraction"] is None or not cfg.guards or cfg.torch_ops != "reject":
-            return
-        # The bound counts raw samples: a late sample of a thread that waited for a CPU stands for a long
-        # stretch of time, so weighted counts would overstate the evidence under load.
-        if _upper_bound(cov["own_hits"], cov["own_hits"] + cov["fallback_hits"]) < cfg.min_coverage:
-            raise StageFailed(
-                Status.REJECTED,
-                f"[fallback-compute] only {cov['fraction']:.0%} of the forward's compute time was in your own kernel "
-                f"({cov['fallback']} of {cov['own'] + cov['fallback']} samples in libtorch, BLAS or numpy: "
-                f"{', '.join(name for name, _ in cov['top'])}); do the computation in your kernel",
-            )
 
     def _timed_request(self, order: list[str]) -> tuple[float, dict[str, Any]]:
         """Milliseconds of one request, on the judge's clock (empty order: a round trip)."""
@@ -503,80 +397,6 @@ class Judge:
             )
         return candidate
 
-    # -- exchange -------------------------------------------------------------------------------------
-
-    def _send_arena(self, name: str, tensors: dict[str, torch.Tensor], inputs: dict[str, Any]) -> Arena:
-        if name in self.arenas:
-            self.arenas.pop(name).close()
-        arena = self.arenas[name] = Arena.create(tensors)
-        self.process.request({"op": "arena", "name": name, "arena": arena.describe(), "inputs": inputs}, [arena.fd])
-        return arena
-
-    def _send_inputs(self, name: str, sets: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        """Ship input sets; returns each set's arguments as the candidate sees them (views of the arena)."""
-        tensors: dict[str, torch.Tensor] = {}
-        try:
-            encoded = {set_name: encode_value(list(values), tensors, f"{set_name}.") for set_name, values in sets.items()}
-        except TypeError as exc:
-            raise StageFailed(Status.RUNTIME_ERROR, f"the task's get_inputs(): {exc}") from None
-        arena = self._send_arena(name, tensors, encoded)
-        from kernelrl.evaluate.exchange import decode_value
-
-        return {set_name: decode_value(args, arena.tensors) for set_name, args in encoded.items()}
-
-    def _read_outputs(self, calls: list[int], spot: bool = False) -> list[Any]:
-        """The outputs of the given calls of the last request, read from the candidate's memory. With
-        `spot`, a flat list of (positions, values) per tensor leaf: random runs of elements (small outputs
-        whole); else the whole output structure."""
-        described = self.process.request({"op": "describe", "calls": calls})["outputs"]
-        if not isinstance(described, list) or len(described) != len(calls):
-            raise StageFailed(Status.REJECTED, "[forged-message] the candidate process described the wrong outputs")
-        if spot:
-            return [[self._read_tensor(d, spot=True) for d in _leaves(desc)] for desc in described]
-        return [self._rebuild(desc) for desc in described]
-
-    def _rebuild(self, desc: Any) -> Any:
-        if not isinstance(desc, dict):
-            raise StageFailed(Status.INCORRECT, "the output could not be read")
-        if "tensor" in desc:
-            return self._read_tensor(desc)[1]
-        if "list" in desc:
-            return [self._rebuild(d) for d in desc["list"]]
-        if "value" in desc:
-            return desc["value"]
-        return type(str(desc.get("unsupported", "unknown")), (), {})()  # compared as a value of that type name
-
-    def _read_tensor(self, desc: Any, spot: bool = False) -> tuple[torch.Tensor | None, torch.Tensor, list[int]]:
-        """(positions or None, values, shape) of one described tensor: whole, or with `spot` random runs of
-        elements (outputs up to SMALL_OUTPUT_BYTES whole)."""
-        try:
-            address, shape, dtype_name, nbytes = desc["tensor"]
-            dtype, shape, address, nbytes = dtype_from_name(dtype_name), [int(n) for n in shape], int(address), int(nbytes)
-            numel = math.prod(shape)
-            if nbytes != numel * dtype.itemsize or nbytes > self.config.memory_limit_mb * 2**20:
-                raise ValueError("size does not match shape")
-            if not nbytes:
-                return None, torch.empty(shape, dtype=dtype), shape
-            if not spot or nbytes <= SMALL_OUTPUT_BYTES:
-                values = torch.empty(shape, dtype=dtype)
-                read_remote(self.process.pid, [(address, nbytes)], into=values.data_ptr())
-                return None, values, shape
-            run = min(SPOT_RUN, numel)
-            starts = [self.random.randrange(0, numel - run + 1) for _ in range(SPOT_PIECES)]
-            row = numel // shape[0] if shape and shape[0] == self.lead_rows else 0
-            if row:  # rows where the input sets differ (some of each set's): a reused answer is wrong there
-                for rows in self.mixed_rows:
-                    picked = self.random.sample(rows, min(SPOT_PIECES // 2, len(rows)))
-                    starts += [min(r * row + self.random.randrange(0, row), numel - run) for r in picked]
-            starts = sorted(starts)
-            values = torch.empty(len(starts) * run, dtype=dtype)
-            read_remote(self.process.pid, [(address + s * dtype.itemsize, run * dtype.itemsize) for s in starts],
-                        into=values.data_ptr())
-            positions = (torch.tensor(starts).unsqueeze(1) + torch.arange(run)).reshape(-1)
-            return positions, values, shape
-        except (KeyError, TypeError, ValueError, OSError) as exc:
-            raise StageFailed(Status.INCORRECT, f"the candidate's output could not be read: {exc}") from None
-
     def _tolerance(self) -> tuple[float, float]:
         rtol, atol = self.task.tolerance
         return (self.config.rtol if self.config.rtol is not None else rtol,
@@ -611,8 +431,7 @@ class Judge:
             if failure.status in (Status.COMPILE_ERROR, Status.REJECTED):  # nothing was compiled to "not run"
                 result.notes = [n for n in result.notes if n not in self.backend.notes()]
         finally:
-            for arena in self.arenas.values():
-                arena.close()
+            self.process.close()
         result.environment = environment(self.backend, self.device, self.config)
         result.total_s = time.perf_counter() - start
         result.feedback = build_feedback(result)
@@ -661,18 +480,6 @@ def _summarise(samples_ms: list[float]) -> Measurement:
 MIXED_ROW_SHARES = (1 / 64, 0.25)
 
 
-def _upper_bound(successes: float, trials: float, z: float = 2.0) -> float:
-    """Wilson score upper bound of a proportion (~97.5% one-sided at z=2); 1.0 without trials. A candidate is
-    rejected for low coverage only when even this bound is below the threshold, so a short profile of an
-    honest kernel (a few samples, some in libtorch allocating its output) is never rejected by chance."""
-    if trials <= 0:
-        return 1.0
-    p = successes / trials
-    centre = p + z * z / (2 * trials)
-    margin = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials))
-    return min(1.0, (centre + margin) / (1 + z * z / trials))
-
-
 def _mix_rows(base: list[Any], other: list[Any], rng: random.Random, share: float) -> tuple[list[Any], list[int]]:
     """`base` with a random `share` of its rows (leading index; at least one) taken from `other`, an
     independent draw of the task's inputs, in every tensor input with the same leading size; and the rows
@@ -697,14 +504,6 @@ def _mix_rows(base: list[Any], other: list[Any], rng: random.Random, share: floa
 def _lead(inputs: list[Any]) -> int:
     """The leading size of the first tensor input (1 without one)."""
     return next((x.shape[0] for x in inputs if isinstance(x, torch.Tensor) and x.dim() >= 1), 1)
-
-
-def _leaves(desc: Any) -> list[Any]:
-    if isinstance(desc, dict) and "list" in desc:
-        return [leaf for d in desc["list"] for leaf in _leaves(d)]
-    if isinstance(desc, dict) and "tensor" in desc:
-        return [desc]
-    raise StageFailed(Status.INCORRECT, "a timed call returned a value the judge cannot check")
 
 
 def _flat_tensors(output: Any) -> list[torch.Tensor]:

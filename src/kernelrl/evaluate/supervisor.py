@@ -32,6 +32,7 @@ from typing import Any
 from kernelrl.evaluate.backends import BACKENDS, get_backend
 from kernelrl.evaluate.builds import MAX_REQUEST_BYTES, BadRequest, BuildService, send_reply
 from kernelrl.evaluate.candidate import Candidate
+from kernelrl.evaluate.candidate_process import CandidateProcess
 from kernelrl.evaluate.config import EvalConfig
 from kernelrl.evaluate.confine import (
     cpus_for_slot,
@@ -44,7 +45,7 @@ from kernelrl.evaluate.confine import (
 )
 from kernelrl.evaluate.exchange import Channel
 from kernelrl.evaluate.feedback import build_feedback
-from kernelrl.evaluate.judge import CandidateProcess, Judge
+from kernelrl.evaluate.judge import Judge
 from kernelrl.evaluate.protocol import (
     MessageReader,
     ProtocolError,
@@ -125,7 +126,7 @@ def _judge_main(
         def announce(stage: str, timeout: float) -> None:
             write_message(write_fd, _signed(key, {"event": "stage", "stage": stage}))
 
-        process = CandidateProcess(pid, Channel(judge_sock), _describe_exit)
+        process = CandidateProcess(pid, Channel(judge_sock), _describe_exit, config.memory_limit_mb * 2**20)
         judge = Judge(Task.from_dict(job["task"]), Candidate(**job["candidate"]), config, announce, process,
                       own_objects=_own_objects(job, workdir))
         result = judge.run(job.get("cached_reference"), bool(job.get("compile_candidate")))
