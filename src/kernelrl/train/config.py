@@ -53,6 +53,10 @@ class TaskConfig(_Section):
     prompt_rules: bool = True  # include the gym's rules and the backend help in the prompt
     feedback_mode: Literal["text", "json"] = "text"  # multi-turn feedback format
     feedback_tokens: int = Field(512, ge=16)  # multi-turn feedback budget (policy tokens)
+    # tiny family, hybrid mode (KernelGYM's default): answers may leave ops to PyTorch, the gym runs with
+    # torch_ops="allow" and records the time-based coverage; lazy_fraction of the SFT answers are lazy
+    hybrid: bool = False
+    lazy_fraction: float = Field(0.3, ge=0, le=1)
 
 
 class SFTConfig(_Section):
@@ -148,6 +152,7 @@ class EvalSection(_Section):
     timing_budget_s: float = Field(0.3, gt=0)
     sandbox: Literal["auto", "bwrap", "none"] = "auto"
     heldout_samples: int = Field(1, ge=1)  # greedy when 1
+    compile_baseline: bool = False  # also time torch.compile(reference) (the speedup_vs_compile reward needs it)
 
 
 class DistillConfig(_Section):
