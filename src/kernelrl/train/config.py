@@ -77,6 +77,12 @@ class RLConfig(_Section):
     temperature: float = Field(1.0, gt=0)
     concurrency: int = Field(16, ge=1)  # samples in flight (CoPRIS)
     turns: int = Field(1, ge=1)  # >1: multi-turn, gym feedback as the next user turn
+    # multi-turn: end an episode at its first correct turn (True), or run every episode to `turns` so
+    # correct kernels keep being refined for speed (False: KernelGYM / Dr. Kernel)
+    stop_at_first_correct: bool = True
+    # PRIME's accuracy filter: drop prompts whose group accuracy (share of episodes solved) is outside
+    # [low, high]; None: off
+    accuracy_filter: tuple[float, float] | None = None
     gamma: float = Field(1.0, ge=0, le=1)
     reward: str = "speedup"
     reward_options: dict[str, Any] = Field(default_factory=dict)
@@ -108,6 +114,10 @@ class RLConfig(_Section):
     @model_validator(mode="after")
     def _mismatch_well_formed(self) -> RLConfig:
         self.mismatch_specs()
+        if self.accuracy_filter is not None:
+            low, high = self.accuracy_filter
+            if not 0.0 <= low <= high <= 1.0:
+                raise ValueError(f"rl.accuracy_filter needs 0 <= low <= high <= 1, got {self.accuracy_filter}")
         return self
 
     def mismatch_specs(self) -> list[tuple[str, dict[str, Any]]]:
