@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import torch
 
 from kernelrl.generation import Engine, GenerationRequest, SamplingParams
-from kernelrl.rewards import get_reward, prs_keep_mask
+from kernelrl.rewards import coverage, get_reward, prs_keep_mask
 from kernelrl.rl import (
     ADVANTAGE_ESTIMATORS,
     MISMATCH_CORRECTIONS,
@@ -140,6 +140,7 @@ class RLTrainer:
             s.reward = float(self.reward_fn(s.result)) if s.result is not None else 0.0
         first = [s for s in samples if s.turn == 0]
         metrics.update(self._outcome_metrics(first, prefix="rollout/"))
+        metrics.update(self._coverage_metrics(samples))
         metrics["reward/mean"] = sum(s.reward for s in samples) / max(1, len(samples))
         metrics["response_length"] = sum(len(s.response_ids) for s in samples) / max(1, len(samples))
         metrics["eval/cache_hits"] = float(self.rollout.cache.hits)
@@ -158,6 +159,16 @@ class RLTrainer:
         speedups = [s.result.speedup for s in ok if s.result is not None and s.result.speedup]
         return {f"{prefix}pass_rate": len(ok) / n, f"{prefix}fast_1": sum(1 for x in speedups if x > 1.0) / n,
                 f"{prefix}mean_speedup": sum(speedups) / len(speedups) if speedups else 0.0}
+
+    @staticmethod
+    def _coverage_metrics(samples: list[Sample], low: float = 0.5) -> dict[str, float]:
+        """Lazy optimisation (Dr. Kernel) among the correct turns of a step: ``rollout/lazy_share`` =
+        share with profiling coverage below `low` (`rewards.coverage`), ``rollout/coverage_mean``."""
+        covs = [coverage(s.result) for s in samples if s.result is not None and s.result.correct]
+        if not covs:
+            return {"rollout/lazy_share": 0.0, "rollout/coverage_mean": 0.0, "rollout/correct_turns": 0.0}
+        return {"rollout/lazy_share": sum(c < low for c in covs) / len(covs),
+                "rollout/coverage_mean": sum(covs) / len(covs), "rollout/correct_turns": float(len(covs))}
 
     def _prs_keep(self, samples: list[Sample]) -> list[bool]:
         """PRS decision per sample (True: enters the loss); all True when PRS is off. Episodes are the
