@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Hashable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from kernelrl.evaluate import Candidate, EvalResult
 from kernelrl.evaluate.result import Status
@@ -108,9 +108,10 @@ class TinyFamily:
         lazy = random.Random(seed + 1)
         pairs: Pairs = []
         for c in items:
+            chain = cast(tuple[str, ...], c)
             for _ in range(per_item):
-                text = tiny.lazy_solution(c, rng) if self.hybrid and lazy.random() < self.lazy_fraction \
-                    else tiny.solution(c, rng)  # type: ignore[arg-type]
+                lazy_one = self.hybrid and lazy.random() < self.lazy_fraction
+                text = tiny.lazy_solution(chain, rng) if lazy_one else tiny.solution(chain, rng)
                 pairs.append((self.prompt_ids(tok, c), encode_answer(tok, text)))
         return pairs
 

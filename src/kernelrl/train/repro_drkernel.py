@@ -50,9 +50,9 @@ ARMS: dict[str, dict[str, Any]] = {
 #: the default CPU-scale setting (about 10 minutes on 2 cores); `smoke=True` shrinks it to seconds
 DEFAULT = [
     "name=repro-drkernel", "threads=1", "checkpoint_every=0", "tensorboard=false", "progress=false",
-    "task.hybrid=true", "task.lazy_fraction=0.5", "task.n_train=64", "task.n_heldout=8", "task.min_ops=3",
+    "task.hybrid=true", "task.lazy_fraction=0.5", "task.n_train=256", "task.n_heldout=8", "task.min_ops=3",
     "task.max_ops=4", "task.rows=2048", "task.cols=1024",
-    "sft.steps=150",
+    "sft.steps=200",
     "rl.algo=trloo", "rl.turns=2", "rl.stop_at_first_correct=false", "rl.steps=8", "rl.prompts_per_step=4",
     "rl.group_size=4", "rl.max_new_tokens=64", "rl.lr=0.0002", "rl.kl_coef=0.05", "rl.dynamic_sampling=false",
     "eval.workers=2", "eval.correctness_trials=1", "eval.timing_trials=20", "eval.timing_budget_s=0.5",
@@ -331,6 +331,16 @@ def report(results: dict[str, Any]) -> str:
                      f"{_f(ls[0] if ls else None)} | {_f(ls[-1] if ls else None)} | "
                      f"{_f(d['coverage_mean'][-1] if ls else None)} | {_f(d['pass_rate'][-1] if ls else None)} | "
                      f"{_f(sum(rej) / len(rej) if rej else None)} |")
+    arms = [d for d in results["lazy"].values() if d["lazy_share"]]
+    first = [d["lazy_share"][0] for d in arms]
+    same = len(arms) == 2 and all(arms[0][k][0] == arms[1][k][0] for k in ("pass_rate", "correct_turns"))
+    if same and first[0] != first[1]:
+        lines += ["", f"Step 1 of both arms judges the same samples (same seed, no update yet): its lazy shares "
+                  f"({first[0]:.2f} vs {first[1]:.2f}) differ only by the noise of the coverage measurement."]
+    lines += ["", "Held-out (greedy) pass rate / fast_1: " + "; ".join(
+        f"{arm} after SFT {d['heldout_after_sft'].get('pass_rate', 0):.3f} / {d['heldout_after_sft'].get('fast_1', 0):.3f}, "
+        f"after RL {d['heldout_after_rl'].get('pass_rate', 0):.3f} / {d['heldout_after_rl'].get('fast_1', 0):.3f}"
+        for arm, d in results["lazy"].items()) + "."]
     halves = {arm: pooled_halves(d) for arm, d in results["lazy"].items()}
     lines += ["", "Pooled over correct turns (steps weighted by their number of correct turns):", "",
               "| arm | lazy share, first half of the steps | second half | change |", "|---|---|---|---|"]
