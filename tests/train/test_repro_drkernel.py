@@ -77,3 +77,6 @@ def test_repro_smoke_run(tmp_path: Path) -> None:
     report = (tmp_path / "report.md").read_text()
     assert "(a) Lazy optimisation" in report and "(b) GRPO's self-inclusion" in report and "(c) Sequential" in report
     assert res["times"]["total_s"] > 0
+    (tmp_path / "report.md").unlink()
+    assert main(["repro", "drkernel", "--out", str(tmp_path), "--report-only"]) == 0
+    assert (tmp_path / "report.md").read_text() == report

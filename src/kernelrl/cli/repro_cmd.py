@@ -17,19 +17,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, help="run directory (default runs/repro-<target>)")
     p.add_argument("--smoke", action="store_true", help="a seconds-sized run (for tests)")
     p.add_argument("--print-config", action="store_true", help="print the resolved training config and exit")
+    p.add_argument("--report-only", action="store_true", help="re-render report.md and the plot from --out's results.json")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="training config overrides, e.g. rl.steps=4")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="one more override (repeatable)")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from kernelrl.train.repro_drkernel import repro_config, run_drkernel
+    from kernelrl.train.repro_drkernel import repro_config, rewrite_report, run_drkernel
 
     cfg = repro_config(args.smoke, [*args.overrides, *args.set])
     if args.print_config:
         print(cfg.to_yaml())
         return 0
     out = args.out or f"runs/repro-{args.target}{'-smoke' if args.smoke else ''}"
+    if args.report_only:
+        rewrite_report(out)
+        print(f"report: {out}/report.md")
+        return 0
     res = run_drkernel(cfg, out)
     a = res["lazy"]
     print("lazy share (first -> last step): " + ", ".join(
