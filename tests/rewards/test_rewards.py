@@ -79,7 +79,9 @@ def test_milestones() -> None:
 def test_autotriton_rules_veto_execution_reward() -> None:
     assert autotriton_reward(res()) == 1.0
     assert autotriton_reward(res(calls=0)) == 0.0  # never called its own kernel
-    assert autotriton_reward(res(notes=["torch compute ops in forward: aten.relux1"])) == 0.0
+    torch_ops = ["torch compute ops in forward: aten.relux1"]
+    assert autotriton_reward(res(notes=torch_ops)) == 0.5  # a soft rule: penalised, not vetoed
+    assert autotriton_reward(res(notes=torch_ops), soft_penalty=1.0) == 0.0  # the old veto
     assert autotriton_reward(res(static_findings=[{"id": "x"}]), rule_weight=0.5) == 0.5
     assert autotriton_reward(res(speedup=4.0), execution="speedup") == pytest.approx(3.0)
     assert autotriton_reward(res(Status.REJECTED)) == 0.0
@@ -139,3 +141,40 @@ def test_prs_geometric_keeps_incorrect_turns() -> None:
     assert prs_keep_mask([[lo, bad]], mode="geometric") == [[False, True]]
     assert prs_keep_mask([[bad, hi]], mode="geometric") == [[True, True]]
     assert prs_keep_mask([[bad, None], [bad]], mode="geometric") == [[True, True], [True]]
+
+
+def test_autotriton_hybrid_mode_penalises_soft_rules() -> None:
+    """Hybrid mode (torch_ops=allow): torch compute in forward and low coverage are recorded, not rejected;
+    the rule reward ranks full kernel > kernel with some torch > lazy kernel > wrong kernel, all on one scale."""
+    full = res(speedup=2.0, coverage={"fraction": 0.95})
+    some = res(speedup=2.0, notes=["torch compute ops in forward: aten.addx2"], coverage={"fraction": 0.7})
+    lazy = res(speedup=2.0, notes=["torch compute ops in forward: aten.mulx2, aten.addx2"], coverage={"fraction": 0.1})
+    wrong = res(Status.INCORRECT)
+    r = [autotriton_reward(x, execution="speedup") for x in (full, some, lazy, wrong)]
+    assert r == pytest.approx([2.0, 1.0, 0.0, 0.0])
+    r = [autotriton_reward(x, execution="speedup", soft_penalty=0.25) for x in (full, some, lazy, wrong)]
+    assert r == pytest.approx([2.0, 1.5, 1.0, 0.0])
+    assert autotriton_reward(lazy, soft_penalty=0.25) == 0.5  # binary execution reward: 1 * (1 - 2 * 0.25)
+    assert autotriton_reward(res(Status.REJECTED, coverage={"fraction": 0.1})) == 0.0  # hard rules still veto
+
+
+def test_speedup_vs_compile_reward() -> None:
+    """CUDA Agent's baseline: speedup over torch.compile(reference) (EvalConfig.compile_baseline)."""
+    assert "speedup_vs_compile" in REWARDS.names()
+
+    def timed(eager_ms: float, compiled_ms: float | None, cand_ms: float, status: Status = Status.OK) -> EvalResult:
+        t = Timing(candidate_ms=cand_ms, reference_ms=eager_ms, compiled_reference_ms=compiled_ms,
+                   speedup=eager_ms / cand_ms)
+        return EvalResult(status=status, task_id="t", backend="cpu", timing=t, kernel_calls={"k": 1})
+
+    fn = get_reward("speedup_vs_compile")
+    # 4x faster than eager but only 2x faster than compiled: 1 + log2(2), where the eager reward gives 1 + log2(4)
+    assert fn(timed(4.0, 2.0, 1.0)) == pytest.approx(2.0)
+    assert speedup_reward(timed(4.0, 2.0, 1.0)) == pytest.approx(3.0)
+    assert fn(timed(4.0, 0.5, 1.0)) == pytest.approx(0.0)  # 2x slower than compiled: 1 - 1, floor 0
+    assert fn(timed(4.0, 2.0, 1.0, Status.INCORRECT)) == 0.0
+    assert fn(timed(4.0, None, 1.0)) == pytest.approx(3.0)  # no compiled timing: eager fallback
+    assert get_reward("speedup_vs_compile", fallback="none")(timed(4.0, None, 1.0)) == 1.0
+    stepped = get_reward("speedup_vs_compile", mode="stepped")
+    assert [stepped(timed(4.0, c, 1.0)) for c in (2.0, 0.5)] == [3.0, 2.0]
+    assert stepped(timed(0.9, 0.5, 1.0)) == 1.0

@@ -16,6 +16,7 @@ COMMANDS: dict[str, str] = {
     "serve": "kernelrl.cli.serve_cmd",
     "train": "kernelrl.cli.train_cmd",
     "distill": "kernelrl.cli.distill_cmd",
+    "repro": "kernelrl.cli.repro_cmd",
 }
 
 

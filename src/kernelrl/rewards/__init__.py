@@ -8,7 +8,9 @@ from kernelrl.rewards.kernel import (
     coverage_reward,
     get_reward,
     milestone_reward,
+    rule_violations,
     speedup_reward,
+    speedup_vs_compile_reward,
     weighted_reward,
 )
 from kernelrl.rewards.prs import prs_keep_mask, prs_keep_probability
@@ -22,6 +24,8 @@ __all__ = [
     "milestone_reward",
     "prs_keep_mask",
     "prs_keep_probability",
+    "rule_violations",
     "speedup_reward",
+    "speedup_vs_compile_reward",
     "weighted_reward",
 ]

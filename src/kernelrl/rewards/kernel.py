@@ -129,30 +129,86 @@ def milestone_reward(
     return compile_credit + correct_credit + step_credit * sum(1 for t in steps if s > t)
 
 
-def rule_violations(result: EvalResult | dict[str, Any]) -> int:
-    """AutoTriton's rules as the gym records them: no call into the candidate's own kernel, a static
-    anti-hacking finding, torch compute ops in forward, or an outright rejection each count once."""
+@REWARDS.register("speedup_vs_compile", "speedup_compile")
+def speedup_vs_compile_reward(
+    result: EvalResult | dict[str, Any], *, correct_bonus: float = 1.0, cap: float = 3.0, mode: str = "log",
+    margin: float = 0.05, fallback: str = "eager",
+) -> float:
+    """A reward against ``torch.compile`` rather than eager PyTorch: CUDA Agent (ByteDance Seed, 2026)
+    measures its kernels' speedup against the compiled reference. Needs ``EvalConfig.compile_baseline``
+    (``timing.compiled_reference_ms``); with s_c = compiled reference time / candidate time:
+
+    - ``mode="log"``: ``max(0, correct_bonus + min(cap, log2 s_c))`` for a correct kernel, else 0 (the
+      `speedup` reward's form with the compiled baseline);
+    - ``mode="stepped"``: ``1[correct] * (1 + 1[s > 1 + margin] + 1[s_c > 1 + margin])`` with s the
+      eager speedup: correct, faster than eager, faster than torch.compile each earn one step.
+
+    Without a compiled timing, ``fallback="eager"`` uses the eager speedup in its place, ``"none"``
+    gives only the correctness part (``correct_bonus``, or 1 when stepped).
+    """
+    r = _result(result)
+    if not r.correct:
+        return 0.0
+    if mode not in ("log", "stepped"):
+        raise ValueError(f"speedup_vs_compile: mode must be log or stepped, got {mode!r}")
+    t = r.timing
+    s_c: float | None = None
+    if t is not None and t.meaningful and t.compiled_reference_ms and t.candidate_ms:
+        s_c = t.compiled_reference_ms / max(t.candidate_ms, 1e-9)
+    elif fallback == "eager":
+        s_c = _speedup(r)
+    if mode == "stepped":
+        s = _speedup(r) or 0.0
+        return 1.0 + float(s > 1.0 + margin) + float(s_c is not None and s_c > 1.0 + margin)
+    if s_c is None or s_c <= 0:
+        return correct_bonus
+    return max(0.0, correct_bonus + min(cap, math.log2(s_c)))
+
+
+def hard_violations(result: EvalResult | dict[str, Any]) -> int:
+    """AutoTriton's hard rules as the gym records them: an outright rejection, a static anti-hacking
+    finding, or a verdict without any call into the candidate's own kernel each count once."""
     r = _result(result)
     n = int(r.status == Status.REJECTED)
     n += int(bool(r.static_findings))
-    n += int(any(_TORCH_OPS_NOTE.match(note) for note in r.notes))
     n += int(r.status in (Status.OK, Status.INCORRECT) and sum(r.kernel_calls.values()) == 0)
     return n
+
+
+def soft_violations(result: EvalResult | dict[str, Any], *, min_coverage: float = 0.5) -> int:
+    """The rules a hybrid-mode gym (``torch_ops="allow"``, KernelGYM's default) lets through rather than
+    rejects: torch compute ops in forward, and (for a correct kernel) a profiling coverage (`coverage`)
+    below `min_coverage`. Each counts once."""
+    r = _result(result)
+    n = int(any(_TORCH_OPS_NOTE.match(note) for note in r.notes))
+    n += int(r.correct and coverage(r) < min_coverage)
+    return n
+
+
+def rule_violations(result: EvalResult | dict[str, Any], *, min_coverage: float = 0.5) -> int:
+    """All of AutoTriton's rules the gym's verdict breaks: `hard_violations` + `soft_violations`."""
+    return hard_violations(result) + soft_violations(result, min_coverage=min_coverage)
 
 
 @REWARDS.register("autotriton", "rule_based")
 def autotriton_reward(
     result: EvalResult | dict[str, Any], *, execution: str = "binary", rule_weight: float = 1.0,
+    soft_penalty: float = 0.5, min_coverage: float = 0.5,
 ) -> float:
     """AutoTriton (Li et al. 2025): a rule-based reward combined with the execution reward.
 
-    ``R = R_exec`` when every rule holds, else ``R = 0`` (the rule term vetoes), written
-    ``R_exec * 1[violations == 0]``; ``rule_weight < 1`` softens the veto to
-    ``R_exec * (1 - rule_weight * 1[violations > 0])``. ``execution`` names the execution reward.
+    Hard rules (`hard_violations`: rejected, static finding, own kernel never called) veto:
+    ``R = R_exec * (1 - rule_weight * 1[hard > 0])`` (``rule_weight = 1``: ``R = 0``). Soft rules
+    (`soft_violations`: torch compute in forward, coverage below `min_coverage`), which a hybrid-mode gym
+    records instead of rejecting, are penalised: ``R = R_exec * max(0, 1 - soft_penalty * n_soft)``,
+    so a lazy kernel still earns less than a full one but more than a wrong one (``soft_penalty = 1``
+    turns any soft breach into the veto). ``execution`` names the execution reward.
     """
     r = _result(result)
     base = REWARDS.get(execution)(r)
-    return base * (1.0 - rule_weight) if rule_violations(r) else base
+    if hard_violations(r):
+        return base * (1.0 - rule_weight)
+    return base * max(0.0, 1.0 - soft_penalty * soft_violations(r, min_coverage=min_coverage))
 
 
 def get_reward(name: str, **options: Any) -> Callable[[EvalResult | dict[str, Any]], float]:

@@ -53,6 +53,10 @@ class TaskConfig(_Section):
     prompt_rules: bool = True  # include the gym's rules and the backend help in the prompt
     feedback_mode: Literal["text", "json"] = "text"  # multi-turn feedback format
     feedback_tokens: int = Field(512, ge=16)  # multi-turn feedback budget (policy tokens)
+    # tiny family, hybrid mode (KernelGYM's default): answers may leave ops to PyTorch, the gym runs with
+    # torch_ops="allow" and records the time-based coverage; lazy_fraction of the SFT answers are lazy
+    hybrid: bool = False
+    lazy_fraction: float = Field(0.3, ge=0, le=1)
 
 
 class SFTConfig(_Section):
@@ -73,6 +77,12 @@ class RLConfig(_Section):
     temperature: float = Field(1.0, gt=0)
     concurrency: int = Field(16, ge=1)  # samples in flight (CoPRIS)
     turns: int = Field(1, ge=1)  # >1: multi-turn, gym feedback as the next user turn
+    # multi-turn: end an episode at its first correct turn (True), or run every episode to `turns` so
+    # correct kernels keep being refined for speed (False: KernelGYM / Dr. Kernel)
+    stop_at_first_correct: bool = True
+    # PRIME's accuracy filter: drop prompts whose group accuracy (share of episodes solved) is outside
+    # [low, high]; None: off
+    accuracy_filter: tuple[float, float] | None = None
     gamma: float = Field(1.0, ge=0, le=1)
     reward: str = "speedup"
     reward_options: dict[str, Any] = Field(default_factory=dict)
@@ -104,6 +114,10 @@ class RLConfig(_Section):
     @model_validator(mode="after")
     def _mismatch_well_formed(self) -> RLConfig:
         self.mismatch_specs()
+        if self.accuracy_filter is not None:
+            low, high = self.accuracy_filter
+            if not 0.0 <= low <= high <= 1.0:
+                raise ValueError(f"rl.accuracy_filter needs 0 <= low <= high <= 1, got {self.accuracy_filter}")
         return self
 
     def mismatch_specs(self) -> list[tuple[str, dict[str, Any]]]:
@@ -148,6 +162,7 @@ class EvalSection(_Section):
     timing_budget_s: float = Field(0.3, gt=0)
     sandbox: Literal["auto", "bwrap", "none"] = "auto"
     heldout_samples: int = Field(1, ge=1)  # greedy when 1
+    compile_baseline: bool = False  # also time torch.compile(reference) (the speedup_vs_compile reward needs it)
 
 
 class DistillConfig(_Section):

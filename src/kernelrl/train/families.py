@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Hashable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from kernelrl.evaluate import Candidate, EvalResult
 from kernelrl.evaluate.result import Status
@@ -65,22 +65,27 @@ def no_code_result(task: Task, backend: str) -> EvalResult:
 
 
 class TinyFamily:
-    """The tiny model's fused elementwise chains (`kernelrl.train.family`), answers are C loop bodies."""
+    """The tiny model's fused elementwise chains (`kernelrl.train.family`), answers are C loop bodies.
+
+    ``hybrid=True`` (``task.hybrid``): an answer may leave ops to PyTorch (`family.hybrid_candidate_source`;
+    the gym must run with ``torch_ops="allow"``), and a `lazy_fraction` of the SFT answers are lazy ones
+    (one op in C, the rest in torch), so Dr. Kernel's lazy optimisation exists at the start of RL."""
 
     name = "tiny-elementwise"
 
     def __init__(self, train: list[tuple[str, ...]], heldout: list[tuple[str, ...]], rows: int = 512,
-                 cols: int = 1024) -> None:
+                 cols: int = 1024, *, hybrid: bool = False, lazy_fraction: float = 0.0) -> None:
         self.train_items: list[Hashable] = list(train)
         self.heldout_items: list[Hashable] = list(heldout)
         self.rows, self.cols = rows, cols
+        self.hybrid, self.lazy_fraction = hybrid, lazy_fraction
         self._tasks: dict[Hashable, Task] = {}
 
     @classmethod
     def from_config(cls, cfg: TaskConfig, seed: int) -> TinyFamily:
         train, held = tiny.split_chains(seed=seed, min_len=cfg.min_ops, max_len=cfg.max_ops, n_train=cfg.n_train,
                                         n_heldout=cfg.n_heldout)
-        return cls(train, held, cfg.rows, cfg.cols)
+        return cls(train, held, cfg.rows, cfg.cols, hybrid=cfg.hybrid, lazy_fraction=cfg.lazy_fraction)
 
     def task(self, item: Hashable) -> Task:
         if item not in self._tasks:
@@ -88,23 +93,34 @@ class TinyFamily:
         return self._tasks[item]
 
     def tokenizer_corpus(self) -> list[str]:
-        return tiny.tokenizer_corpus()
+        return tiny.tokenizer_corpus(hybrid=self.hybrid)
 
     def prompt_ids(self, tok: Any, item: Hashable) -> list[int]:
         return encode_prompt(tok, tiny.prompt_text(item))  # type: ignore[arg-type]
 
     def candidate(self, item: Hashable, text: str) -> Candidate | None:
-        return Candidate(tiny.candidate_source(text), "cpu")
+        return Candidate(tiny.hybrid_candidate_source(text) if self.hybrid else tiny.candidate_source(text), "cpu")
 
     def sft_pairs(self, tok: Any, items: list[Hashable], seed: int, per_item: int = 2) -> Pairs:
-        """Generated solutions, each op's C form drawn at random (fast and slow ones)."""
+        """Generated solutions, each op's C form drawn at random (fast and slow ones); in hybrid mode a
+        `lazy_fraction` of them are lazy (`family.lazy_solution`)."""
         rng = random.Random(seed)
-        return [(self.prompt_ids(tok, c), encode_answer(tok, tiny.solution(c, rng)))  # type: ignore[arg-type]
-                for c in items for _ in range(per_item)]
+        lazy = random.Random(seed + 1)
+        pairs: Pairs = []
+        for c in items:
+            chain = cast(tuple[str, ...], c)
+            for _ in range(per_item):
+                lazy_one = self.hybrid and lazy.random() < self.lazy_fraction
+                text = tiny.lazy_solution(chain, rng) if lazy_one else tiny.solution(chain, rng)
+                pairs.append((self.prompt_ids(tok, c), encode_answer(tok, text)))
+        return pairs
 
     def feedback_text(self, result: EvalResult | None) -> str:
-        """The gym's status only, short enough for a tiny model."""
+        """The gym's status only, short enough for a tiny model; a correct turn (refined further when
+        episodes run to the turn limit) also gets its speedup, rounded to 0.1."""
         status = str(result.status) if result is not None else "no_answer"
+        if result is not None and result.correct and result.speedup:
+            return f"\nresult: {status} {result.speedup:.1f}x\nfaster:"
         return f"\nresult: {status}\nfix:"
 
     def next_turn_ids(self, tok: Any, result: EvalResult | None, response_ids: list[int]) -> list[int]:

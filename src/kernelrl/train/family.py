@@ -7,12 +7,22 @@ it into a full legal `ModelNew` that builds it with `kernelrl.native.load_cpp` a
 gym compiles, checks and times a real kernel. Each op has more than one correct C form (a ternary
 or a libm call), so a policy can also drift between forms that compile to faster or slower code.
 Solutions are generated programmatically (`solution`), which gives SFT data for any chain.
+
+Hybrid mode (``task.hybrid``; the gym with ``torch_ops="allow"``, KernelGYM's default): an answer is
+a sequence of statements, each either a C statement on ``v`` or an eager PyTorch line on ``x``
+(``x = torch.relu(x);``, the op's `Op.torch_stmt`). `hybrid_candidate_source` compiles each run of
+consecutive C statements into one loop kernel and leaves the PyTorch lines in ``forward`` between the
+kernel calls, so an answer may leave part of the chain to torch: the *lazy optimisation* of Dr. Kernel
+(Liu et al. 2025, "Dr. Kernel: Reinforcement Learning Done Right for Triton Kernel Generations"), a
+correct kernel whose time is mostly spent in libtorch, which the gym's time-based coverage exposes.
+`lazy_solution` writes such answers (one op in C, the rest in torch) for SFT data.
 """
 
 from __future__ import annotations
 
 import itertools
 import random
+import re
 from dataclasses import dataclass
 
 from kernelrl.tasks.loaders import task_from_source
@@ -141,6 +151,99 @@ def candidate_source(answer: str) -> str:
     return CANDIDATE.format(body=body.replace("\n", " "))
 
 
+TORCH_LINE = re.compile(r"^x = [A-Za-z0-9_.()+\-*/, ]+$")
+
+HYBRID_CANDIDATE = '''import torch
+import torch.nn as nn
+
+from kernelrl.native import load_cpp
+
+SOURCE = r"""
+#include <cmath>
+#include <cstdint>
+{kernels}
+"""
+
+lib = load_cpp(SOURCE, functions=[{names}])
+
+
+class ModelNew(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+{body}
+        return x
+'''
+
+KERNEL = """
+void {name}(const float* x, float* y, int64_t n) {{
+    for (int64_t i = 0; i < n; ++i) {{
+        float v = x[i];
+        {body}
+        y[i] = v;
+    }}
+}}
+"""
+
+CALL = """        y = torch.empty_like(x)
+        lib.{name}(x, y, x.numel())
+        x = y"""
+
+
+def torch_answer(word: str) -> str:
+    """The hybrid answer's PyTorch form of one op (a statement on ``x``, ended by ``;``)."""
+    return OPS[word].torch_stmt + ";"
+
+
+def answer_statements(answer: str) -> list[str]:
+    """The statements of an answer up to its end marker: split at ``;``, whitespace collapsed."""
+    body = answer.split("</s>")[0].replace("\n", " ")
+    return [" ".join(p.split()) for p in body.split(";") if p.strip()]
+
+
+def is_torch_statement(stmt: str) -> bool:
+    """A statement on ``x`` (left to PyTorch in hybrid mode) rather than a C statement on ``v``."""
+    return stmt.startswith("x ") or stmt.startswith("x=")
+
+
+def hybrid_candidate_source(answer: str) -> str:
+    """The full hybrid candidate: runs of C statements become loop kernels (``seg0``, ``seg1``, ...)
+    called in order, PyTorch statements (``x = <expr>``, a restricted character set; anything else
+    is passed through as C and fails to build) stay in ``forward`` between them. An answer with no C
+    statement still gets one identity kernel, so a kernel of its own is always called (the gym rejects
+    a forward that calls none)."""
+    segments: list[tuple[str, list[str]]] = []  # ("c" | "torch", statements)
+    for stmt in answer_statements(answer):
+        kind = "torch" if is_torch_statement(stmt) and TORCH_LINE.match(stmt) else "c"
+        if segments and segments[-1][0] == kind and kind == "c":
+            segments[-1][1].append(stmt)
+        else:
+            segments.append((kind, [stmt]))
+    if not any(kind == "c" for kind, _ in segments):
+        segments.append(("c", []))
+    kernels, names, lines = [], [], []
+    for kind, stmts in segments:
+        if kind == "torch":
+            lines.append("        " + stmts[0])
+            continue
+        name = f"seg{len(names)}"
+        names.append(name)
+        kernels.append(KERNEL.format(name=name, body=" ".join(s + ";" for s in stmts)))
+        lines.append(CALL.format(name=name))
+    return HYBRID_CANDIDATE.format(kernels="".join(kernels), names=", ".join(f'"{n}"' for n in names),
+                                   body="\n".join(lines))
+
+
+def lazy_solution(chain: tuple[str, ...], rng: random.Random | None = None, *, own: int = 1) -> str:
+    """A correct lazy answer: `own` ops (the last ones) written in C, the others left to PyTorch."""
+    k = max(0, len(chain) - own)
+    parts = [torch_answer(w) for w in chain[:k]]
+    parts += [OPS[w].c_forms[rng.randrange(len(OPS[w].c_forms))] if rng else OPS[w].c_forms[0] for w in chain[k:]]
+    return " " + " ".join(parts)
+
+
 def split_chains(
     *, seed: int, min_len: int = 2, max_len: int = 4, n_train: int = 256, n_heldout: int = 16,
 ) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
@@ -166,10 +269,14 @@ def split_chains(
     return out[n_heldout:], out[:n_heldout]
 
 
-def tokenizer_corpus() -> list[str]:
-    """Texts the tiny tokenizer is trained on: every op word and C form, in prompt/answer context."""
+def tokenizer_corpus(hybrid: bool = False) -> list[str]:
+    """Texts the tiny tokenizer is trained on: every op word and C form, in prompt/answer context
+    (with `hybrid`, the PyTorch forms and lazy answers too)."""
     texts = []
     for a, b in itertools.product(sorted(OPS), repeat=2):
         texts.append(prompt_text((a, b)) + solution((a, b)) + "\n")
         texts.append(" " + " ".join(OPS[a].c_forms + OPS[b].c_forms))
+        if hybrid:
+            texts.append(prompt_text((a, b)) + lazy_solution((a, b)) + "\n")
+            texts.append(" " + torch_answer(a) + " " + torch_answer(b))
     return texts

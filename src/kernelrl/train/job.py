@@ -45,7 +45,8 @@ def seed_everything(seed: int) -> None:
 def eval_config(cfg: TrainConfig) -> EvalConfig:
     e = cfg.eval
     return EvalConfig(correctness_trials=e.correctness_trials, warmup=e.warmup, timing_trials=e.timing_trials,
-                      timing_budget_s=e.timing_budget_s, num_threads=1)
+                      timing_budget_s=e.timing_budget_s, num_threads=1,
+                      torch_ops="allow" if cfg.task.hybrid else "reject", compile_baseline=e.compile_baseline)
 
 
 def sft_pairs(tok: Any, chains: list[tuple[str, ...]], seed: int, per_chain: int = 2) -> list[tuple[list[int], list[int]]]:

@@ -126,8 +126,9 @@ class Rollout:
 
     def __init__(self, engine: Engine, tok: Any, cache: EvalCache, items: list[Hashable], *,
                  group_size: int, prompts_per_step: int, params: SamplingParams, mode: str, concurrency: int,
-                 turns: int, seed: int, cursor: int = 0) -> None:
+                 turns: int, seed: int, cursor: int = 0, stop_at_first_correct: bool = True) -> None:
         self.tok, self.cache, self.turns, self.params = tok, cache, turns, params
+        self.stop_at_first_correct = stop_at_first_correct
         self.family = cache.family
         self.stream = PromptStream(items, tok, params, seed, cursor, self.family)
         self._futures: dict[str, cf.Future[EvalResult]] = {}
@@ -168,7 +169,9 @@ class Rollout:
         return self.tok.decode(res.token_ids, skip_special_tokens=True)
 
     def collect(self) -> list[Sample]:
-        """Generate one batch, wait for its verdicts, then run the remaining turns for unsolved episodes."""
+        """Generate one batch, wait for its verdicts, then run the remaining turns: for unsolved episodes
+        only (`stop_at_first_correct`), or for every episode up to the turn limit (KernelGYM: a correct
+        kernel gets its speedup as feedback and is refined further)."""
         t0 = time.perf_counter()
         batch = self.scheduler.next_batch()
         t_gen = time.perf_counter() - t0
@@ -186,7 +189,8 @@ class Rollout:
         t_wait = time.perf_counter() - t1
         current = samples
         for turn in range(1, self.turns):
-            current = self._next_turn([s for s in current if not (s.result and s.result.correct)], turn)
+            go_on = [s for s in current if not (self.stop_at_first_correct and s.result and s.result.correct)]
+            current = self._next_turn(go_on, turn)
             samples += current
             if not current:
                 break

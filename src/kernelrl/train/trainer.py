@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import torch
 
 from kernelrl.generation import Engine, GenerationRequest, SamplingParams
-from kernelrl.rewards import get_reward, prs_keep_mask
+from kernelrl.rewards import coverage, get_reward, prs_keep_mask
 from kernelrl.rl import (
     ADVANTAGE_ESTIMATORS,
     MISMATCH_CORRECTIONS,
@@ -105,7 +105,8 @@ class RLTrainer:
         sp = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens)
         self.rollout = Rollout(self.engine, tok, cache, items, group_size=cfg.group_size,
                                prompts_per_step=cfg.prompts_per_step, params=sp, mode=cfg.rollout,
-                               concurrency=cfg.concurrency, turns=cfg.turns, seed=seed, cursor=cursor)
+                               concurrency=cfg.concurrency, turns=cfg.turns, seed=seed, cursor=cursor,
+                               stop_at_first_correct=cfg.stop_at_first_correct)
         self.step_count = 0
         self.mismatch_specs = cfg.mismatch_specs()
         for name, _ in self.mismatch_specs:
@@ -139,6 +140,7 @@ class RLTrainer:
             s.reward = float(self.reward_fn(s.result)) if s.result is not None else 0.0
         first = [s for s in samples if s.turn == 0]
         metrics.update(self._outcome_metrics(first, prefix="rollout/"))
+        metrics.update(self._coverage_metrics(samples))
         metrics["reward/mean"] = sum(s.reward for s in samples) / max(1, len(samples))
         metrics["response_length"] = sum(len(s.response_ids) for s in samples) / max(1, len(samples))
         metrics["eval/cache_hits"] = float(self.rollout.cache.hits)
@@ -157,6 +159,16 @@ class RLTrainer:
         speedups = [s.result.speedup for s in ok if s.result is not None and s.result.speedup]
         return {f"{prefix}pass_rate": len(ok) / n, f"{prefix}fast_1": sum(1 for x in speedups if x > 1.0) / n,
                 f"{prefix}mean_speedup": sum(speedups) / len(speedups) if speedups else 0.0}
+
+    @staticmethod
+    def _coverage_metrics(samples: list[Sample], low: float = 0.5) -> dict[str, float]:
+        """Lazy optimisation (Dr. Kernel) among the correct turns of a step: ``rollout/lazy_share`` =
+        share with profiling coverage below `low` (`rewards.coverage`), ``rollout/coverage_mean``."""
+        covs = [coverage(s.result) for s in samples if s.result is not None and s.result.correct]
+        if not covs:
+            return {"rollout/lazy_share": 0.0, "rollout/coverage_mean": 0.0, "rollout/correct_turns": 0.0}
+        return {"rollout/lazy_share": sum(c < low for c in covs) / len(covs),
+                "rollout/coverage_mean": sum(covs) / len(covs), "rollout/correct_turns": float(len(covs))}
 
     def _prs_keep(self, samples: list[Sample]) -> list[bool]:
         """PRS decision per sample (True: enters the loss); all True when PRS is off. Episodes are the
@@ -183,21 +195,42 @@ class RLTrainer:
         keep = SAMPLE_FILTERS.get("zero_variance")(_stack(samples, "reward").float(), self._group_ids(samples))
         return [i for i, k in enumerate(keep.tolist()) if k]
 
+    def _accuracy_filter(self, samples: list[Sample]) -> list[bool]:
+        """PRIME's accuracy filter (Cui et al. 2025, "Process Reinforcement through Implicit Rewards"):
+        keep a prompt only when its group accuracy lies in ``[low, high]`` (`rl.accuracy_filter`); all
+        True when off. Accuracy of a prompt = the share of its episodes solved (some turn correct), so a
+        multi-turn episode counts once whatever its length; the whole prompt (every turn) is kept or dropped."""
+        if self.cfg.accuracy_filter is None or not samples:
+            return [True] * len(samples)
+        low, high = self.cfg.accuracy_filter
+        solved: dict[tuple[int, int], float] = {}
+        for s in samples:
+            ok = 1.0 if s.result is not None and s.result.correct else 0.0
+            solved[(s.group, s.episode)] = max(solved.get((s.group, s.episode), 0.0), ok)
+        keys = list(solved)
+        keep = SAMPLE_FILTERS.get("accuracy_range")(torch.tensor([solved[k] for k in keys]),
+                                                    torch.tensor([k[0] for k in keys]), low=low, high=high)
+        by_group = {k[0]: bool(v) for k, v in zip(keys, keep.tolist(), strict=True)}
+        return [by_group[s.group] for s in samples]
+
     def advantages_and_mask(self, samples: list[Sample]) -> Advantages:
         """Advantages and the loss mask of one update on scored samples.
 
-        PRS decides on every sample (whole episodes); dynamic sampling then drops zero-variance (prompt,
-        turn) groups; advantages run over all remaining rows, PRS-rejected ones included, so their
+        PRS decides on every sample (whole episodes); PRIME's accuracy filter drops whole prompts whose
+        accuracy is outside its range; dynamic sampling then drops zero-variance (prompt, turn) groups; advantages run over all remaining rows, PRS-rejected ones included, so their
         rewards stay in earlier turns' returns and in the baselines (KernelGYM: advantages first, then
         the rejected turns' response mask is zeroed). PRIME also updates its PRM here, on the loss rows.
         """
         cfg = self.cfg
         prs = self._prs_keep(samples)
-        idx = self._dynamic_sampling(samples)
+        acc = self._accuracy_filter(samples)
+        idx = [i for i in self._dynamic_sampling(samples) if acc[i]]
         rows = [samples[i] for i in idx]
         loss_rows = torch.tensor([prs[i] for i in idx], dtype=torch.bool)
         n = max(1, len(samples))
         metrics: dict[str, float] = {"kept_fraction": float(loss_rows.sum()) / n}
+        if cfg.accuracy_filter is not None:
+            metrics["accuracy_filter/dropped_fraction"] = acc.count(False) / n
         if cfg.prs != "off":
             metrics["prs/rejected_fraction"] = prs.count(False) / n
         _, mask = pad_responses([s.response_ids for s in rows], self.pad)

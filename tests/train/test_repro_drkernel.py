@@ -1,0 +1,82 @@
+"""`kernelrl repro drkernel` (issue 16): the self-inclusion weights and test-time scaling summaries on
+hand-made data, and the whole repro at smoke size against the real gym (hybrid mode)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelrl.cli import main
+from kernelrl.evaluate.result import EvalResult, Status, Timing
+from kernelrl.train.repro_drkernel import (
+    repro_config,
+    run_drkernel,
+    self_inclusion_weights,
+    sequential_scaling,
+)
+from kernelrl.train.rollout import Sample
+
+
+def test_self_inclusion_weights_match_n_minus_one_over_n() -> None:
+    # one prompt: 4 episodes at turn 0, 2 of them reach turn 1, 1 reaches turn 2
+    episode = torch.tensor([0, 1, 2, 3, 0, 1, 0])
+    turn = torch.tensor([0, 0, 0, 0, 1, 1, 2])
+    rewards = torch.tensor([0.0, 1.0, 0.5, 2.0, 1.5, 0.0, 3.0], dtype=torch.float64)
+    w = self_inclusion_weights(rewards, torch.zeros(7, dtype=torch.long), episode, turn)
+    per = w["per_turn"]
+    assert [per[t]["analytic_grpo"] for t in (0, 1, 2)] == pytest.approx([0.75, 0.5, 0.0])
+    assert [per[t]["drgrpo"] for t in (0, 1, 2)] == pytest.approx([0.75, 0.5, 0.0])
+    assert [per[t]["trloo"] for t in (0, 1, 2)] == pytest.approx([1.0, 1.0, 1.0])
+    assert per[0]["ratio_drgrpo_to_trloo"] == pytest.approx(0.75)  # A_grpo = (n-1)/n * A_trloo
+    assert per[1]["ratio_drgrpo_to_trloo"] == pytest.approx(0.5)
+    assert per[2]["singleton_share"] == 1.0 and per[2]["ratio_drgrpo_to_trloo"] is None
+    assert w["all"]["analytic_grpo"] == pytest.approx((4 * 0.75 + 2 * 0.5) / 7)
+
+
+def _s(group: int, episode: int, turn: int, ok: bool, speedup: float) -> Sample:
+    r = EvalResult(Status.OK if ok else Status.INCORRECT, "t", "cpu", timing=Timing(speedup=speedup))
+    return Sample(group, episode, turn, "c", [], [], [], [], "", "stop", result=r)
+
+
+def test_sequential_scaling_best_vs_last() -> None:
+    samples = [_s(0, 0, 0, True, 1.5), _s(0, 0, 1, False, 0.0),  # fast then broken: best counts, last does not
+               _s(0, 1, 0, False, 0.0), _s(0, 1, 1, True, 2.0),  # fixed at turn 1
+               _s(1, 2, 0, True, 0.8), _s(1, 2, 1, True, 0.9)]  # correct, never faster
+    d = sequential_scaling(samples, 2)
+    assert d["episodes"] == 3 and d["last_fast_1"] == pytest.approx(1 / 3) and d["best_fast_1"] == pytest.approx(2 / 3)
+    assert d["per_budget"][0]["best_fast_1"] == pytest.approx(1 / 3)
+    assert d["per_budget"][1]["last_pass"] == pytest.approx(2 / 3)
+
+
+def test_cli_repro_print_config(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["repro", "drkernel", "rl.steps=1", "--smoke", "--print-config", "--set", "rl.lr=0.01"]) == 0
+    out = capsys.readouterr().out
+    assert "hybrid: true" in out and "steps: 1" in out and "stop_at_first_correct: false" in out and "lr: 0.01" in out
+    cfg = repro_config()
+    assert cfg.task.hybrid and cfg.rl.algo == "trloo" and cfg.rl.turns >= 2
+
+
+def test_repro_smoke_run(tmp_path: Path) -> None:
+    t0 = time.perf_counter()
+    res = run_drkernel(repro_config(smoke=True), tmp_path, echo=False, probe_batches=1, heldout_episodes=1,
+                       heldout_turns=2)
+    assert time.perf_counter() - t0 < 60
+    for name in ("report.md", "drkernel.png", "results.json", "baseline/metrics.jsonl", "pr_prs/policy.safetensors"):
+        assert (tmp_path / name).is_file(), name
+    data = json.loads((tmp_path / "results.json").read_text())
+    for arm in ("baseline", "pr_prs"):
+        assert len(data["lazy"][arm]["lazy_share"]) == 2  # one value per RL step
+        probe = data["self_inclusion"][arm]["to_turn_limit"]["all"]
+        assert probe["trloo"] == pytest.approx(1.0) and probe["drgrpo"] == pytest.approx(probe["analytic_grpo"])
+        tt = data["test_time"][arm]
+        assert 0.0 <= tt["last_fast_1"] <= tt["best_fast_1"] <= 1.0 and tt["episodes"] == 2  # 2 held-out x 1
+    report = (tmp_path / "report.md").read_text()
+    assert "(a) Lazy optimisation" in report and "(b) GRPO's self-inclusion" in report and "(c) Sequential" in report
+    assert res["times"]["total_s"] > 0
+    (tmp_path / "report.md").unlink()
+    assert main(["repro", "drkernel", "--out", str(tmp_path), "--report-only"]) == 0
+    assert (tmp_path / "report.md").read_text() == report
