@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import math
 import os
-import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -34,24 +32,26 @@ SMALL_OUTPUT_BYTES = 64 * 1024  # outputs up to this size are read whole
 CANDIDATE_STATUSES = {"compile_error": Status.COMPILE_ERROR, "runtime_error": Status.RUNTIME_ERROR}
 
 
-@dataclass
 class SpotPlan:
     """Which elements of a timed call's output to read: SPOT_PIECES random runs, plus runs in the rows
     where the timing input sets differ (`mixed_rows`, per set; for outputs whose leading size is the
-    inputs' `lead_rows`), where an answer reused from another set is wrong first."""
+    inputs' `lead_rows`), where an answer reused from another set is wrong first. Positions come from a
+    generator seeded by the judge from the OS, which the candidate cannot see."""
 
-    rng: random.Random
-    lead_rows: int = 0
-    mixed_rows: list[list[int]] = field(default_factory=list)
+    def __init__(self, seed: int) -> None:
+        self.generator = torch.Generator().manual_seed(seed)
+        self.lead_rows = 0
+        self.mixed_rows: list[torch.Tensor] = []
 
     def starts(self, shape: list[int], numel: int, run: int) -> list[int]:
-        starts = [self.rng.randrange(0, numel - run + 1) for _ in range(SPOT_PIECES)]
+        g = self.generator
+        parts = [torch.randint(0, numel - run + 1, (SPOT_PIECES,), generator=g)]
         row = numel // shape[0] if shape and shape[0] == self.lead_rows else 0
         if row:
             for rows in self.mixed_rows:
-                picked = self.rng.sample(rows, min(SPOT_PIECES // 2, len(rows)))
-                starts += [min(r * row + self.rng.randrange(0, row), numel - run) for r in picked]
-        return sorted(starts)
+                picked = rows[torch.randint(0, len(rows), (min(SPOT_PIECES // 2, len(rows)),), generator=g)]
+                parts.append((picked * row + torch.randint(0, row, picked.shape, generator=g)).clamp(max=numel - run))
+        return torch.cat(parts).sort().values.tolist()
 
 
 class StageFailed(Exception):
