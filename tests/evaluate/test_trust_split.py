@@ -86,6 +86,20 @@ def test_an_output_cached_across_calls_is_caught(pool: EvalPool, task: Task) -> 
     assert result.status == Status.REJECTED and "stale-output" in result.error, result.feedback
 
 
+def test_an_output_cached_by_input_address_is_caught(pool: EvalPool, task: Task) -> None:
+    """Keyed by the input's address (a classic hack: the timed calls reuse their input buffers), the
+    cache is right while a buffer keeps its values; the judge refills used slots with other values."""
+    body = '''        self.calls = getattr(self, "calls", 0) + 1
+        if not hasattr(self, "by_address"):
+            self.by_address = {}
+        key = x.data_ptr()
+        if self.calls > 5 and key in self.by_address:
+            return self.by_address[key]
+''' + KERNEL_CALL + "        self.by_address[key] = y\n        return y\n"
+    result = pool.evaluate(task, candidate(body))
+    assert result.status == Status.REJECTED and "stale-output" in result.error, result.feedback
+
+
 def test_work_finished_after_the_call_returns_is_caught(pool: EvalPool, task: Task) -> None:
     body = '''        self.calls = getattr(self, "calls", 0) + 1
         if self.calls <= 5:

@@ -248,12 +248,11 @@ class Judge:
             if len(rows):
                 self.spot.mixed_rows.append(rows)
         expected = {name: _flat_tensors(_to_cpu(self.reference_forward(ref_model, x))) for name, x in sets.items()}
-        shared = self.process.send_inputs("timing", sets)
-        candidate = self._measure(sets, expected)
+        self.slots = InputSlots(self.process, sets, self.random, on_device=self.device.type != "cpu")
+        candidate = self._measure(expected)
         self._check_coverage()
-        for name, values in sets.items():
-            if mutated(_to_cpu(values), shared[name]):
-                raise StageFailed(Status.REJECTED, "[input-mutation] a timed call modified its inputs; write results to new tensors")
+        if self.slots.mutated():
+            raise StageFailed(Status.REJECTED, "[input-mutation] a timed call modified its inputs; write results to new tensors")
         if cached:
             timing.reference_ms, timing.reference_spread_ms = cached["reference_ms"], cached["reference_spread_ms"]
             timing.compiled_reference_ms = cached.get("compiled_reference_ms")
@@ -271,53 +270,44 @@ class Judge:
         if timing.compiled_reference_ms:
             timing.speedup_vs_compiled = timing.compiled_reference_ms / max(timing.candidate_ms, 1e-9)
 
-    def _measure(self, sets: dict[str, list[Any]], expected: dict[str, list[torch.Tensor]]) -> Measurement:
-        """Median per-call time over timed requests of k calls on randomly drawn input sets; after each
-        request, the outputs of a few random calls (and the last) are spot-checked."""
-        cfg, names = self.config, list(sets)
-        warm = [names[i % len(names)] for i in range(max(1, cfg.warmup))]
-        warm_ms = self._timed_request(warm)[0]
+    def _measure(self, expected: dict[str, list[torch.Tensor]]) -> Measurement:
+        """Median per-call time over timed requests of k calls, each on its own input slot (a copy of one
+        of the timing sets; slots are refilled with other sets between requests); after each request the
+        outputs of a few random calls (and the last) are spot-checked."""
+        cfg, slots = self.config, self.slots
+        warm_ms = self._timed_request(slots.order(max(1, cfg.warmup)))[0]
+        slots.refill()
         round_trip = min(self._timed_request([])[0] for _ in range(3))
-        call_ms = max((warm_ms - round_trip) / len(warm), 1e-4)
-        out_bytes = max(1, sum(t.numel() * t.element_size() for t in expected[names[0]]))
+        call_ms = max((warm_ms - round_trip) / max(1, cfg.warmup), 1e-4)
+        out_bytes = max(1, sum(t.numel() * t.element_size() for t in next(iter(expected.values()))))
         k = math.ceil(max(MIN_REQUEST_MS, round_trip / REQUEST_OVERHEAD_SHARE) / call_ms)
         k = max(1, min(k, MAX_CALLS_PER_REQUEST, KEPT_OUTPUT_BYTES // out_bytes))
         # About `timing_trials` calls in all (at least 5 requests), within the time budget.
         requests = max(5, min(math.ceil(cfg.timing_trials / k), int(cfg.timing_budget_s * 1000 / max(k * call_ms, 1e-3))))
         samples: list[float] = []
         sampler, profile_start = self._start_sampler(SAMPLING_HZ), time.perf_counter()
-        previous: list[str] = []
         try:
             for _ in range(requests):
-                order = self._draw_order(names, k, previous)
+                order = slots.order(k)
                 elapsed, _ = self._timed_request(order)
                 samples.append(elapsed / k)
                 self._check_request(order, expected)
-                previous = order
+                slots.refill(order)
         finally:
             if sampler is not None:
                 self._record_coverage(sampler.stop(), seconds=time.perf_counter() - profile_start)
         more = more_profile_seconds(self.result.coverage, cfg.min_coverage) if sampler is not None else 0.0
         if more:
-            self._profile_more(names, k, expected, more)
+            self._profile_more(k, expected, more)
         self.result.notes.append(f"timed {requests} requests of {k} calls (round trip {round_trip * 1000:.0f} us)")
         return _summarise(samples)
-
-    def _draw_order(self, names: list[str], k: int, previous: list[str]) -> list[str]:
-        """k input sets for one request, drawn at random, never the same set twice in a row."""
-        order: list[str] = []
-        last = previous[-1] if previous else None
-        for _ in range(k):
-            last = self.random.choice([n for n in names if n != last] or names)
-            order.append(last)
-        return order
 
     def _check_request(self, order: list[str], expected: dict[str, list[torch.Tensor]]) -> None:
         """Spot-check the outputs of the last call and of CHECKED_CALLS - 1 random others."""
         k = len(order)
         checked = sorted({k - 1, *self.random.sample(range(k), min(CHECKED_CALLS - 1, k))})
         for call, outputs in zip(checked, self.process.read_outputs(checked, self.spot), strict=True):
-            self._spot_check(outputs, expected[order[call]])
+            self._spot_check(outputs, expected[self.slots.content[order[call]]])
 
     def _start_sampler(self, hz: float) -> Any:
         if self.own_objects is None:
@@ -342,18 +332,18 @@ class Judge:
         if message:
             raise StageFailed(Status.REJECTED, message)
 
-    def _profile_more(self, names: list[str], k: int, expected: dict[str, list[torch.Tensor]], seconds: float) -> None:
+    def _profile_more(self, k: int, expected: dict[str, list[torch.Tensor]], seconds: float) -> None:
         """Profile `seconds` of untimed requests at a higher rate (the last call of each checked) and let
         that profile stand instead of the timed calls' one."""
         sampler = self._start_sampler(PROFILE_MORE_HZ)
         start = time.perf_counter()
-        deadline, previous = start + seconds, []
+        deadline = start + seconds
         try:
             while time.perf_counter() < deadline:
-                order = self._draw_order(names, k, previous)
+                order = self.slots.order(k)
                 self._timed_request(order)
-                self._spot_check(self.process.read_outputs([k - 1], self.spot)[0], expected[order[-1]])
-                previous = order
+                self._spot_check(self.process.read_outputs([k - 1], self.spot)[0], expected[self.slots.content[order[-1]]])
+                self.slots.refill(order)
         finally:
             self._record_coverage(sampler.stop(), seconds=time.perf_counter() - start)
 
@@ -383,7 +373,7 @@ class Judge:
     def _check_plausible(self, ref_model: torch.nn.Module, sets: dict[str, list[Any]],
                          expected: dict[str, list[torch.Tensor]], first: Measurement) -> Measurement:
         """Re-measure an implausible speedup, then reject it if it beats the machine's roofline."""
-        again = self._measure(sets, expected)
+        again = self._measure(expected)
         candidate = again if again.median_ms > first.median_ms else first
         inputs = next(iter(sets.values()))
         outputs = self.reference_forward(ref_model, inputs)
@@ -459,6 +449,52 @@ def task_failure(what: str, exc: BaseException) -> StageFailed:
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == TASK_FILE]
     where = f" at {TASK_FILE} line {frames[-1].lineno}" if frames else ""
     return StageFailed(Status.RUNTIME_ERROR, f"{what}: {cause + ' (' + text + ')' if cause else text}{where}")
+
+
+MAX_SLOTS = 64
+SLOT_BYTES = 32 * 2**20  # input copies shared with the candidate for timing
+
+
+class InputSlots:
+    """Copies of the timing input sets in shared memory, one per slot; a timed request gives each call a
+    slot of its own, and the slots a request used are refilled with another set's values before the
+    next. An output cached by input address (or object) is then wrong on the next use of that slot,
+    and within a request no slot repeats. `content[slot]` is the set a slot holds now."""
+
+    def __init__(self, process: CandidateProcess, sets: dict[str, list[Any]], rng: random.Random, on_device: bool) -> None:
+        self.sets, self.names, self.rng = sets, list(sets), rng
+        in_bytes = max(1, sum(x.numel() * x.element_size() for x in sets[self.names[0]] if isinstance(x, torch.Tensor)))
+        count = max(len(self.names), min(MAX_SLOTS, SLOT_BYTES // in_bytes))
+        self.content = {f"x{j}": self.names[j % len(self.names)] for j in range(count)}
+        self.shared = process.send_inputs("slots", {slot: sets[name] for slot, name in self.content.items()})
+        self.refillable = not on_device and len(self.names) > 1  # device copies live in the candidate
+        self.was_mutated = False
+
+    def order(self, k: int) -> list[str]:
+        """k slots for one request: distinct while there are enough, in random order."""
+        slots = list(self.content)
+        order: list[str] = []
+        while len(order) < k:
+            order += self.rng.sample(slots, min(len(slots), k - len(order)))
+        return order
+
+    def refill(self, used: list[str] | None = None) -> None:
+        """Give each used slot (all by default) the values of another set, in place."""
+        if not self.refillable:
+            return
+        for slot in dict.fromkeys(used if used is not None else self.content):
+            self.was_mutated = self.was_mutated or mutated(_to_cpu(self.sets[self.content[slot]]), self.shared[slot])
+            current = self.names.index(self.content[slot])
+            new = self.names[(current + self.rng.randrange(1, len(self.names))) % len(self.names)]
+            for target, source in zip(self.shared[slot], self.sets[new], strict=True):
+                if isinstance(target, torch.Tensor):
+                    target.copy_(source)
+            self.content[slot] = new
+
+    def mutated(self) -> bool:
+        """Whether a call changed its inputs: a used slot differed (bitwise) from the set the judge had put
+        there when it was refilled, or a slot differs now."""
+        return self.was_mutated or any(mutated(_to_cpu(self.sets[name]), self.shared[slot]) for slot, name in self.content.items())
 
 
 @dataclass
