@@ -22,36 +22,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_eval_overhead import CANDIDATE, TASK
+
 ROOT = Path(__file__).resolve().parents[1]
-SMALL_TASK = """
-import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.relu(x) * 2.0
-
-def get_inputs():
-    return [torch.randn(1 << 16)]
-
-def get_init_inputs():
-    return []
-"""
-SMALL_CANDIDATE = '''
-import torch
-import torch.nn as nn
-from kernelrl.native import load_cpp
-
-lib = load_cpp("""
-void relu2(const float* x, float* y, long n) { for (long i = 0; i < n; ++i) y[i] = (x[i] > 0 ? x[i] : 0) * 2.0f; }
-""", ["relu2"])
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        y = torch.empty_like(x)
-        lib.relu2(x, y, x.numel())
-        return y
-'''
+SMALL_TASK = TASK.replace("n = 4096", "n = 1 << 16")  # bench_eval_overhead's kernel, 64k elements
+SMALL_CANDIDATE = CANDIDATE
 
 
 def worker() -> None:
