@@ -66,7 +66,7 @@ KEPT_OUTPUT_BYTES = 64 * 2**20  # outputs of one timed request the candidate kee
 MAX_CALLS_PER_REQUEST = 1000
 SAMPLING_HZ = 1000.0  # the sampler stops a thread ~50 us per sample: ~5% at 1 kHz, both sides alike
 PROFILE_MORE_HZ = 4000.0  # untimed extra profile: the sampler's cost no longer matters
-CHECKED_CALLS = 8  # calls per timed request whose outputs are spot-checked (the last always, the others at random)
+CHECKED_CALLS = 16  # calls per timed request whose outputs are spot-checked (the last always, the others at random)
 
 
 class Judge:
