@@ -15,8 +15,8 @@ import os
 from typing import Any
 
 PROFILE_MIN_S = 0.025  # when the timed calls gave too few compute samples, profile this long in all
-PROFILE_SUSPECT_S = 0.25  # when fallback code leads without settling it
-SUSPECT_FALLBACK_HITS = 8  # ... by at least this many samples
+PROFILE_SUSPECT_S = 0.4  # when fallback code leads without settling it
+SUSPECT_FALLBACK_HITS = 3  # ... with at least this many samples (and twice the own ones)
 MIN_COMPUTE_SAMPLES = 20  # fewer compute samples than this say nothing about coverage
 
 
@@ -39,7 +39,7 @@ def more_profile_seconds(cov: dict[str, Any] | None, min_coverage: float) -> flo
     if not cov:
         return 0.0
     own, fallback = cov["own_hits"], cov["fallback_hits"]
-    if fallback >= SUSPECT_FALLBACK_HITS and fallback > own and upper_bound(own, own + fallback) >= min_coverage:
+    if fallback >= SUSPECT_FALLBACK_HITS and fallback > 2 * own and upper_bound(own, own + fallback) >= min_coverage:
         return PROFILE_SUSPECT_S
     if own + fallback < MIN_COMPUTE_SAMPLES and cov["seconds"] < PROFILE_MIN_S:
         return PROFILE_MIN_S
