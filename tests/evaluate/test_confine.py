@@ -288,6 +288,17 @@ def test_only_unix_sockets() -> None:
                                   "netlink": errno.EPERM, "unix": 0, "unix dgram": 0, "socketpair": 0}
 
 
+def test_perf_events_on_the_candidate_cannot_be_switched_off() -> None:
+    """prctl(PR_TASK_PERF_EVENTS_DISABLE/ENABLE) would stop the judge's sampling; other prctl options work."""
+
+    def candidate() -> dict[str, int]:
+        confine_me()
+        return {"perf disable": raw("prctl", 31, 0, 0, 0, 0), "perf enable": raw("prctl", 32, 0, 0, 0, 0),
+                "get name": raw("prctl", 16, ctypes.addressof(ctypes.create_string_buffer(16)), 0, 0, 0)}
+
+    assert in_fork(candidate) == {"perf disable": errno.EPERM, "perf enable": errno.EPERM, "get name": 0}
+
+
 def test_no_namespaces_and_clone3_falls_back() -> None:
     def candidate() -> dict[str, int]:
         confine_me()

@@ -116,6 +116,41 @@ def test_synthesize_filters_dedups_and_writes(tmp_path: Path) -> None:
     assert all(t.level in (1, 2) and "gpu" in t.profiles and "synthetic" in t.tags for t in loaded)
     again = synthesize(SynthConfig(n=12, seed=5, max_ops=4, exclude=[suite_path()]))
     assert [t.task.source for t in again.tasks] == [t.task.source for t in result.tasks]
+    assert all(t.check.runtime_basis == "estimated" for t in result.tasks)
+
+
+def test_the_runtime_window_is_the_same_under_load() -> None:
+    """The synthesis window prices what a task computes: a CPU hog beside it changes nothing (the measured
+    window did: a task near its lower end went in or out with the machine's load)."""
+    import subprocess
+    import sys
+
+    quiet = [t.task.source for t in synthesize(SynthConfig(n=6, seed=11, max_ops=3)).tasks]
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        loaded = [t.task.source for t in synthesize(SynthConfig(n=6, seed=11, max_ops=3)).tasks]
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert loaded == quiet
+
+
+def test_estimated_cost_orders_work() -> None:
+    """More elements, transcendental math and matmul flops cost more; views cost nothing."""
+    import torch
+
+    from kernelrl.tasks.cost import count_work
+
+    x = torch.randn(256, 512)
+    relu = count_work(torch.relu, [x])
+    gelu = count_work(torch.nn.functional.gelu, [x])
+    big = count_work(torch.relu, [torch.randn(1024, 512)])
+    view = count_work(lambda t: t.view(-1), [x])
+    mm = count_work(torch.mm, [x, torch.randn(512, 512)])
+    assert relu.ops == 1 and view.ops == 0 and view.estimated_ms == 0.0
+    assert relu.estimated_ms < gelu.estimated_ms and relu.estimated_ms < big.estimated_ms
+    assert mm.flops == 2 * 256 * 512 * 512 and mm.estimated_ms > relu.estimated_ms
 
 
 def test_compile_filter_runs_traced_model() -> None:

@@ -72,7 +72,7 @@ def test_lazy_vs_full_kernel_through_the_gym(hybrid_pool: EvalPool) -> None:
     lazy = judge(hybrid_pool, tiny.lazy_solution(CHAIN))
     full = judge(hybrid_pool, tiny.solution(CHAIN))
     assert lazy.correct and full.correct, (lazy.error, full.error)
-    assert lazy.coverage is not None and lazy.coverage["method"] == "ip-sampling"
+    assert lazy.coverage is not None and lazy.coverage["method"] in ("perf", "ptrace")
     assert coverage(lazy) < 0.5 and coverage(full) > 0.8, (lazy.coverage, full.coverage)
     # PR: the coverage term separates them even at equal speedup
     pr = get_reward("coverage")

@@ -33,6 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="benchmark directory whose tasks (and near-duplicates) must not be produced; repeatable")
     syn.add_argument("--min-ms", type=float, default=0.1, help="eager runtime window, lower end (1 thread)")
     syn.add_argument("--max-ms", type=float, default=100.0)
+    syn.add_argument("--runtime-basis", choices=("estimated", "measured"), default="estimated",
+                     help="window the estimated runtime (reproducible: same seed, same tasks) or a measured one")
     syn.set_defaults(handler=run_synth)
 
     exp = tasks_sub.add_parser("export", help="write tasks to a JSONL/Parquet dataset with a prompt field")
@@ -139,6 +141,7 @@ def run_synth(args: argparse.Namespace) -> int:
     config = SynthConfig(
         n=args.n, seed=args.seed, max_ops=args.max_ops, compile=args.compile, compile_backend=args.compile_backend,
         exclude=[Path(d) for d in args.exclude], runtime_ms=(args.min_ms, args.max_ms),
+        runtime_basis=args.runtime_basis,
     )
     with tqdm(total=args.n, desc="synthesizing", unit="task", file=sys.stderr) as bar:
         attempts = 0

@@ -69,6 +69,7 @@ def _arg(index: int, high: bool = False) -> int:
 
 
 AF_UNIX = 1
+PR_TASK_PERF_EVENTS_DISABLE, PR_TASK_PERF_EVENTS_ENABLE = 31, 32
 PRIO_PROCESS = 0
 IOPRIO_WHO_PROCESS = 1
 # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET (CLONE_NEWTIME, 0x80, is in
@@ -116,7 +117,7 @@ X86_64 = {
     "pidfd_send_signal": 424, "kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129,
     "rt_tgsigqueueinfo": 297, "sched_setscheduler": 144, "sched_setparam": 142, "sched_setattr": 314,
     "migrate_pages": 256, "move_pages": 279, "setpgid": 109, "setpriority": 141, "ioprio_set": 251,
-    "prlimit64": 302, "socket": 41, "clone": 56, "clone3": 435, "seccomp": 317,
+    "prlimit64": 302, "socket": 41, "clone": 56, "clone3": 435, "seccomp": 317, "prctl": 157,
 }
 AARCH64 = {  # the generic table (asm-generic/unistd.h)
     "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "pidfd_getfd": 438, "kcmp": 272,
@@ -132,7 +133,7 @@ AARCH64 = {  # the generic table (asm-generic/unistd.h)
     "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240, "sched_setscheduler": 119,
     "sched_setparam": 118, "sched_setattr": 274, "migrate_pages": 238, "move_pages": 239, "setpgid": 154,
     "setpriority": 140, "ioprio_set": 30, "prlimit64": 261, "socket": 198, "clone": 220, "clone3": 435,
-    "seccomp": 277,
+    "seccomp": 277, "prctl": 167,
 }
 
 
@@ -217,6 +218,7 @@ def filter_program(arch: Arch, own_pid: int, deny_errno: int = errno.EPERM) -> b
     a.jump(_JEQ, nr["prlimit64"], "prlimit64")
     a.jump(_JEQ, nr["setpriority"], "setpriority")
     a.jump(_JEQ, nr["ioprio_set"], "ioprio_set")
+    a.jump(_JEQ, nr["prctl"], "prctl")
     a.jump(_JEQ, nr["clone3"], "enosys")
     a.jump(_JEQ, nr["setpgid"], "pretend")
     for name in DENIED:
@@ -248,6 +250,10 @@ def filter_program(arch: Arch, own_pid: int, deny_errno: int = errno.EPERM) -> b
     a.jump(_JEQ, 0, None, "pid_arg0")
     a.load(_arg(2))
     a.jump(_JEQ, 0, "allow", "pid_arg0")
+    a.label("prctl")  # (option, ...): the judge's perf sampling events are not the candidate's to switch off
+    a.load(_arg(0))
+    a.jump(_JEQ, PR_TASK_PERF_EVENTS_DISABLE, "deny")
+    a.jump(_JEQ, PR_TASK_PERF_EVENTS_ENABLE, "deny", "allow")
     a.label("socket")  # (domain, type, protocol)
     arg_is(0, AF_UNIX)
     a.ret(RET_ALLOW)

@@ -2,7 +2,7 @@
 CPU) and the proof-of-work rule built on it.
 
 The judge samples the candidate's instruction pointers during the timed calls (`evaluate.sampler`);
-`coverage_record` turns the samples into `EvalResult.coverage`, `more_profile_seconds` says whether a
+`coverage_record` turns the samples into `EvalResult.coverage`, `profile_settled` says whether a
 short or inconclusive profile needs more, and `coverage_failure` says whether hidden fallback compute
 must be rejected. Statistics use raw sample counts: a late sample of a thread that waited for a CPU
 stands for a long stretch of time, so weighted counts would overstate the evidence under load.
@@ -14,36 +14,41 @@ import math
 import os
 from typing import Any
 
-PROFILE_MIN_S = 0.025  # when the timed calls gave too few compute samples, profile this long in all
-PROFILE_SUSPECT_S = 0.4  # when fallback code leads without settling it
-SUSPECT_FALLBACK_HITS = 3  # ... with at least this many samples (and twice the own ones)
+PROFILE_MIN_S = 0.025  # too few compute samples: profile until the candidate has run this long (CPU time)
+PROFILE_MAX_S = 1.0  # an unsettled profile (fallback leads, too few samples to say by how much) ends here
 MIN_COMPUTE_SAMPLES = 20  # fewer compute samples than this say nothing about coverage
 
 
-def coverage_record(samples: Any, own_objects: tuple[str, ...], seconds: float) -> dict[str, Any]:
+def coverage_record(samples: Any, own_objects: tuple[str, ...], seconds: float, cpu_seconds: float) -> dict[str, Any]:
     """`EvalResult.coverage` from a sampler's `PcSamples`: own / (own + fallback) in time, the counts in
-    periods of the sampler's rate, raw sample counts, `seconds` of profile and the top objects."""
+    periods of the sampler's rate, raw sample counts, `seconds` of profile (wall clock), the candidate's
+    `cpu_seconds` in it and the top objects."""
     from kernelrl.evaluate.sampler import classify
 
     cov = classify(samples, own_objects)
     top = sorted(samples.by_object.items(), key=lambda kv: -kv[1])[:4]
     return {"fraction": cov.fraction, "own": cov.own, "fallback": cov.fallback, "overhead": cov.overhead,
-            "samples": cov.total, "method": "ip-sampling", "own_hits": cov.own_hits, "fallback_hits": cov.fallback_hits,
-            "seconds": seconds, "top": [[os.path.basename(k), v] for k, v in top]}
+            "samples": cov.total, "method": samples.method, "own_hits": cov.own_hits, "fallback_hits": cov.fallback_hits,
+            "seconds": seconds, "cpu_seconds": cpu_seconds, "lost": samples.lost, "top": [[os.path.basename(k), v] for k, v in top]}
 
 
-def more_profile_seconds(cov: dict[str, Any] | None, min_coverage: float) -> float:
-    """How long to profile on after the timed calls: PROFILE_SUSPECT_S when fallback code leads without
-    settling it, PROFILE_MIN_S when they gave too few compute samples to say anything, else nothing
-    (honest kernels with measurable compute pay nothing)."""
+def profile_settled(cov: dict[str, Any] | None, min_coverage: float) -> bool:
+    """Whether more samples could not change the coverage verdict. A profile goes on (at most PROFILE_MAX_S)
+    while fallback code leads and neither bound has crossed `min_coverage`; it is settled once the own
+    kernel leads, once even the upper bound is under the threshold (rejected), once the lower bound is over
+    it, or once there are enough samples and the own share is over a third; with too few samples to say
+    anything, not before the candidate has had PROFILE_MIN_S of CPU. Honest kernels settle with the timed
+    calls' profile. Counting samples and the candidate's CPU time, not wall time, keeps a loaded machine (a
+    candidate that waits for a CPU, or for a judge that waits for one) from ending a profile early."""
     if not cov:
-        return 0.0
+        return True
     own, fallback = cov["own_hits"], cov["fallback_hits"]
-    if fallback >= SUSPECT_FALLBACK_HITS and fallback > 2 * own and upper_bound(own, own + fallback) >= min_coverage:
-        return PROFILE_SUSPECT_S
-    if own + fallback < MIN_COMPUTE_SAMPLES and cov["seconds"] < PROFILE_MIN_S:
-        return PROFILE_MIN_S
-    return 0.0
+    trials = own + fallback
+    if trials < MIN_COMPUTE_SAMPLES and cov["cpu_seconds"] < PROFILE_MIN_S:
+        return False
+    if fallback <= own or upper_bound(own, trials) < min_coverage or lower_bound(own, trials) >= min_coverage:
+        return True
+    return trials >= MIN_COMPUTE_SAMPLES and fallback <= 2 * own
 
 
 def coverage_failure(cov: dict[str, Any] | None, min_coverage: float) -> str | None:
@@ -55,6 +60,16 @@ def coverage_failure(cov: dict[str, Any] | None, min_coverage: float) -> str | N
     return (f"[fallback-compute] only {cov['fraction']:.0%} of the forward's compute time was in your own kernel "
             f"({cov['fallback']} of {cov['own'] + cov['fallback']} samples in libtorch, BLAS or numpy: "
             f"{', '.join(name for name, _ in cov['top'])}); do the computation in your kernel")
+
+
+def lower_bound(successes: float, trials: float, z: float = 2.0) -> float:
+    """Wilson score lower bound of a proportion (~97.5% one-sided at z=2); 0.0 without trials."""
+    if trials <= 0:
+        return 0.0
+    p = successes / trials
+    centre = p + z * z / (2 * trials)
+    margin = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials))
+    return max(0.0, (centre - margin) / (1 + z * z / trials))
 
 
 def upper_bound(successes: float, trials: float, z: float = 2.0) -> float:

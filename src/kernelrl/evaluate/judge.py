@@ -41,7 +41,7 @@ from kernelrl.evaluate.candidate import Candidate
 from kernelrl.evaluate.candidate_process import CandidateProcess, SpotPlan, StageFailed
 from kernelrl.evaluate.compare import compare_outputs
 from kernelrl.evaluate.config import EvalConfig
-from kernelrl.evaluate.coverage import coverage_failure, coverage_record, more_profile_seconds
+from kernelrl.evaluate.coverage import PROFILE_MAX_S, coverage_failure, coverage_record, profile_settled
 from kernelrl.evaluate.exchange import encode_value
 from kernelrl.evaluate.feedback import build_feedback
 from kernelrl.evaluate.guards import (
@@ -66,6 +66,7 @@ KEPT_OUTPUT_BYTES = 64 * 2**20  # outputs of one timed request the candidate kee
 MAX_CALLS_PER_REQUEST = 1000
 SAMPLING_HZ = 1000.0  # the sampler stops a thread ~50 us per sample: ~5% at 1 kHz, both sides alike
 PROFILE_MORE_HZ = 4000.0  # untimed extra profile: the sampler's cost no longer matters
+PROFILE_LOOK_S = 0.01  # how often an untimed extra profile asks whether it has settled
 CHECKED_CALLS = 16  # calls per timed request whose outputs are spot-checked (the last always, the others at random)
 
 
@@ -285,7 +286,7 @@ class Judge:
         # About `timing_trials` calls in all (at least 5 requests), within the time budget.
         requests = max(5, min(math.ceil(cfg.timing_trials / k), int(cfg.timing_budget_s * 1000 / max(k * call_ms, 1e-3))))
         samples: list[float] = []
-        sampler, profile_start = self._start_sampler(SAMPLING_HZ), time.perf_counter()
+        sampler, profile_start, cpu_start = self._start_sampler(SAMPLING_HZ), time.perf_counter(), self.process.cpu_seconds()
         try:
             for _ in range(requests):
                 order = slots.order(k)
@@ -295,11 +296,10 @@ class Judge:
                 slots.refill(order)
         finally:
             if sampler is not None:
-                self._record_coverage(sampler.stop(), seconds=time.perf_counter() - profile_start)
+                self._record_coverage(sampler.stop(), time.perf_counter() - profile_start, self.process.cpu_seconds() - cpu_start)
         enforced = sampler is not None and cfg.guards and cfg.torch_ops == "reject"  # else the timed calls' profile is all
-        more = more_profile_seconds(self.result.coverage, cfg.min_coverage) if enforced else 0.0
-        if more:
-            self._profile_more(k, expected, more)
+        if enforced and not profile_settled(self.result.coverage, cfg.min_coverage):
+            self._profile_more(k, expected)
         self.result.notes.append(f"timed {requests} requests of {k} calls (round trip {round_trip * 1000:.0f} us)")
         return _summarise(samples)
 
@@ -313,17 +313,15 @@ class Judge:
     def _start_sampler(self, hz: float) -> Any:
         if self.own_objects is None:
             return None
-        from kernelrl.evaluate.sampler import PcSampler
+        from kernelrl.evaluate.perf_sampler import start_sampler
 
-        sampler = PcSampler(self.process.pid, hz=hz)
-        sampler.start()
-        return sampler
+        return start_sampler(self.process.pid, hz)
 
-    def _record_coverage(self, samples: Any, seconds: float) -> None:
+    def _record_coverage(self, samples: Any, seconds: float, cpu_seconds: float) -> None:
         if samples.error:
             self.result.notes.append(f"coverage not measured: {samples.error}")
             return
-        self.result.coverage = coverage_record(samples, self.own_objects or (), seconds)
+        self.result.coverage = coverage_record(samples, self.own_objects or (), seconds, cpu_seconds)
 
     def _check_coverage(self) -> None:
         """Proof of work from outside the candidate's address space: with torch ops forbidden, the
@@ -333,20 +331,25 @@ class Judge:
         if message:
             raise StageFailed(Status.REJECTED, message)
 
-    def _profile_more(self, k: int, expected: dict[str, list[torch.Tensor]], seconds: float) -> None:
-        """Profile `seconds` of untimed requests at a higher rate (the last call of each checked) and let
-        that profile stand instead of the timed calls' one."""
+    def _profile_more(self, k: int, expected: dict[str, list[torch.Tensor]]) -> None:
+        """Profile untimed requests at a higher rate (the last call of each checked) until the profile is
+        settled or PROFILE_MAX_S, and let that profile stand instead of the timed calls' one."""
         sampler = self._start_sampler(PROFILE_MORE_HZ)
-        start = time.perf_counter()
-        deadline = start + seconds
+        start, cpu_start = time.perf_counter(), self.process.cpu_seconds()
+        next_look = start + PROFILE_LOOK_S
         try:
-            while time.perf_counter() < deadline:
+            while (now := time.perf_counter()) < start + PROFILE_MAX_S:
+                if now >= next_look:
+                    next_look = now + PROFILE_LOOK_S
+                    self._record_coverage(sampler.snapshot(), now - start, self.process.cpu_seconds() - cpu_start)
+                    if profile_settled(self.result.coverage, self.config.min_coverage):
+                        break
                 order = self.slots.order(k)
                 self._timed_request(order)
                 self._spot_check(self.process.read_outputs([k - 1], self.spot)[0], expected[self.slots.content[order[-1]]])
                 self.slots.refill(order)
         finally:
-            self._record_coverage(sampler.stop(), seconds=time.perf_counter() - start)
+            self._record_coverage(sampler.stop(), time.perf_counter() - start, self.process.cpu_seconds() - cpu_start)
 
     def _timed_request(self, order: list[str]) -> tuple[float, dict[str, Any]]:
         """Milliseconds of one request, on the judge's clock (empty order: a round trip)."""

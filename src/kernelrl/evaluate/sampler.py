@@ -63,6 +63,8 @@ class PcSamples:
     ticks: int = 0  # sampling rounds
     cpu_s: float = 0.0  # CPU time of the sampler thread
     hits: dict[str, int] = field(default_factory=dict)  # raw samples per object, unweighted (for statistics)
+    lost: int = 0  # samples the kernel could not write (perf sampling with a full ring buffer)
+    method: str = "ptrace"  # "ptrace" (this module) or "perf" (`evaluate.perf_sampler`)
 
 
 @dataclass
@@ -244,7 +246,11 @@ class PcSampler:
         self._stop.set()
         if self._thread.ident is not None:
             self._thread.join()
-        by_object = {name: round(s / self.period) for name, s in self._time.items()}
+        return self.snapshot()
+
+    def snapshot(self) -> PcSamples:
+        """The samples so far (while sampling goes on, or after stop())."""
+        by_object = {name: round(s / self.period) for name, s in dict(self._time).items()}
         by_object = {name: n for name, n in by_object.items() if n}
         return PcSamples(by_object, sum(by_object.values()), len(self._seen), self._error, self._ticks,
                          self._cpu_s, dict(self._hits))

@@ -191,9 +191,9 @@ def _own_objects(job: dict[str, Any], workdir: str) -> tuple[str, ...] | None:
     """Where the candidate's own built code lives (native and torch-extension caches, its work directory),
     for the coverage profile; None where the backend's compute cannot be attributed on this machine
     (the Triton interpreter computes with numpy; GPU kernels are not on the CPU) or sampling is unavailable."""
-    from kernelrl.evaluate.sampler import sampling_available
+    from kernelrl.evaluate.perf_sampler import sampling_method
 
-    if job["candidate"]["backend"] != "cpu" or not sampling_available():
+    if job["candidate"]["backend"] != "cpu" or sampling_method() is None:
         return None
     cache = str(cache_dir())
     return (os.path.join(cache, "native"), os.environ.get("TORCH_EXTENSIONS_DIR") or os.path.join(cache, "torch_extensions"), workdir)
@@ -539,9 +539,9 @@ def _warm() -> None:
     import torch
 
     make_subreaper()  # processes an evaluation leaves behind re-parent here, where kill_descendants finds them
-    from kernelrl.evaluate.sampler import sampling_available
+    from kernelrl.evaluate.perf_sampler import sampling_method
 
-    sampling_available()  # probed once here (a child process, ~0.1 s); forked judges inherit the answer
+    sampling_method()  # probed once here (a child process, ~0.1 s); forked judges inherit the answer
     keep_freed_memory()
 
     from kernelrl.evaluate.guards import OpCounter

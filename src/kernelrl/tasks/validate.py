@@ -24,6 +24,7 @@ class TaskCheck:
     id: str
     problems: dict[str, str] = field(default_factory=dict)
     runtime_ms: float | None = None
+    runtime_basis: str = "measured"  # "measured" (best-of-trials clock) or "estimated" (tasks.cost)
     output_shapes: list[list[int]] = field(default_factory=list)
 
     @property
@@ -105,6 +106,7 @@ def validate_source(
     runtime_ms: tuple[float, float] | None = (1.0, 100.0),
     timing_trials: int = 3,
     threads: int | None = 1,
+    runtime_basis: str = "measured",
 ) -> TaskCheck:
     """Run every check on KernelBench-format `source`; stops at the first failed check.
 
@@ -113,14 +115,18 @@ def validate_source(
     the model runs; two fresh builds with the same seed give bit-identical outputs; outputs are finite;
     different inputs give different outputs; a non-scalar output is not constant; every profile names
     only module-level size constants; the runtime is inside the window.
+    runtime_basis: "measured" times the forward (varies with the machine and its load); "estimated" prices
+    what it computes (`tasks.cost`), the same on every machine, for filters that must be reproducible.
     """
     import torch
 
+    if runtime_basis not in ("measured", "estimated"):
+        raise ValueError(f"runtime_basis must be 'measured' or 'estimated', not {runtime_basis!r}")
     previous = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        return _validate(source, task_id, seed, profiles, runtime_ms, timing_trials)
+        return _validate(source, task_id, seed, profiles, runtime_ms, timing_trials, runtime_basis)
     finally:
         torch.set_num_threads(previous)
 
@@ -132,6 +138,7 @@ def _validate(
     profiles: dict[str, dict[str, int]] | None,
     runtime_ms: tuple[float, float] | None,
     timing_trials: int,
+    runtime_basis: str = "measured",
 ) -> TaskCheck:
     import torch
 
@@ -171,10 +178,16 @@ def _validate(
         if bad:
             check.problems["profiles"] = f"profiles name unknown size constants: {bad}"
     if check.ok and runtime_ms is not None:
-        check.runtime_ms = time_forward(model, inputs, timing_trials)
+        check.runtime_basis = runtime_basis
+        if runtime_basis == "estimated":
+            from kernelrl.tasks.cost import count_work
+
+            check.runtime_ms = count_work(model, inputs).estimated_ms
+        else:
+            check.runtime_ms = time_forward(model, inputs, timing_trials)
         low, high = runtime_ms
         if not low <= check.runtime_ms <= high:
-            check.problems["runtime"] = f"eager runtime {check.runtime_ms:.2f} ms outside [{low}, {high}] ms"
+            check.problems["runtime"] = f"{runtime_basis} eager runtime {check.runtime_ms:.2f} ms outside [{low}, {high}] ms"
     return check
 
 

@@ -1,7 +1,9 @@
 """Synthesis pipeline: compose -> dedup (own and excluded benchmarks) -> validity filters -> write.
 
 Filters run in this process on our own generated references, each under a wall-clock limit (SIGALRM
-in the main thread), so a pathological composition cannot hang the run.
+in the main thread), so a pathological composition cannot hang the run. The runtime window is applied to
+an estimate of what a task computes (`tasks.cost`), not to a clock: the same seed gives the same tasks on
+any machine and under any load (only a wall-clock timeout, far above the window, can still differ).
 """
 
 from __future__ import annotations
@@ -56,7 +58,8 @@ class SynthConfig:
     compile: bool = False  # also require torch.compile(model) to run and match eager
     compile_backend: str = "inductor"  # "aot_eager" checks tracing only, without code generation (fast)
     exclude: list[Path] = field(default_factory=list)  # benchmark directories to keep out of the output
-    runtime_ms: tuple[float, float] = (0.1, 100.0)  # eager window (1 thread, best of trials)
+    runtime_ms: tuple[float, float] = (0.1, 100.0)  # eager window, 1 thread
+    runtime_basis: str = "estimated"  # "estimated" (tasks.cost): same seed, same tasks anywhere; or "measured"
     time_limit_s: float = 20.0  # per candidate, for the eager filters
     compile_time_limit_s: float = 120.0
     near_duplicate_jaccard: float = 0.9
@@ -74,7 +77,8 @@ class Synthesized:
         return {
             "id": f"synth/{t.name}", "file": file, "level": t.level, "family": t.family, "ops": t.ops,
             "op_signature": t.op_signature, "difficulty": t.difficulty, "tags": t.tags, "sizes": t.sizes,
-            "runtime_ms": round(self.check.runtime_ms or 0.0, 4), "output_shapes": self.check.output_shapes,
+            "runtime_ms": round(self.check.runtime_ms or 0.0, 4), "runtime_basis": self.check.runtime_basis,
+            "output_shapes": self.check.output_shapes,
             "source_hash": self.source_hash,
         }
 
@@ -147,7 +151,8 @@ def _filter(task: SynthTask, config: SynthConfig, own: DedupIndex, excluded: lis
         return "excluded"
     try:
         with time_limit(config.time_limit_s):
-            check = validate_source(task.source, f"synth/{task.name}", runtime_ms=config.runtime_ms, timing_trials=3)
+            check = validate_source(task.source, f"synth/{task.name}", runtime_ms=config.runtime_ms, timing_trials=3,
+                                    runtime_basis=config.runtime_basis)
     except FilterTimeout:
         return "timeout"
     if not check.ok:

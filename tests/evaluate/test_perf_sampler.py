@@ -1,0 +1,111 @@
+"""The perf (kernel-driven) PC sampler on real child processes: samples follow the child's CPU time, on an
+idle machine and next to a CPU hog on the child's own CPU, through threads and forks it creates."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelrl.evaluate.perf_sampler import PerfSampler, perf_sampling_available
+from kernelrl.evaluate.sampler import PcSamples, classify
+from tests.evaluate.test_sampler import C_SOURCE, CHILD, expected_mix, tell
+
+HZ = 1000.0
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not perf_sampling_available():
+        pytest.skip("perf_event_open sampling of a child is not permitted here")
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is needed to build the test library")
+    root = tmp_path_factory.mktemp("own")
+    (root / "busy.c").write_text(C_SOURCE)
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(root / "libbusy.so"), str(root / "busy.c"),
+                    "-lpthread"], check=True)
+    return root / "libbusy.so"
+
+
+def cpu_seconds(pid: int) -> float:
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+            total += int(f.read().split()[0])
+    return total / 1e9
+
+
+def sample_run(lib: Path, mode: str, cpu: int | None = None) -> tuple[PcSamples, float, list[str]]:
+    """Sample one run of `mode` (pinned to `cpu` if given) from its start to its "done"; the child's CPU
+    seconds in that time (its threads that still run at the end)."""
+    prefix = [] if cpu is None else ["taskset", "-c", str(cpu)]
+    proc = subprocess.Popen([*prefix, sys.executable, "-c", CHILD, str(lib), mode], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        before = cpu_seconds(proc.pid)
+        sampler = PerfSampler(proc.pid, hz=HZ)
+        sampler.start()
+        tell(proc)
+        lines = []
+        while (line := proc.stdout.readline().strip()) not in ("done", ""):
+            lines.append(line)
+        samples = sampler.stop()
+        used = cpu_seconds(proc.pid) - before
+        assert samples.error is None, samples.error
+        assert int(lines[-1]) == expected_mix(100000)
+        tell(proc)
+        assert proc.wait(timeout=30) == 0
+        return samples, used, lines[:-1]
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_samples_follow_cpu_time_in_own_code(lib: Path) -> None:
+    samples, used, _ = sample_run(lib, "own")
+    coverage = classify(samples, (str(lib.parent),))
+    assert 0.7 * used * HZ <= samples.total <= 1.2 * used * HZ, (samples, used)
+    assert coverage.fraction > 0.95 and coverage.overhead < 0.05 * samples.total, samples
+    assert samples.method == "perf"
+
+
+def test_torch_is_fallback(lib: Path) -> None:
+    samples, _, _ = sample_run(lib, "torch")
+    coverage = classify(samples, (str(lib.parent),))
+    assert coverage.fraction < 0.1 and coverage.fallback > coverage.own + coverage.overhead, samples
+
+
+@pytest.mark.skipif(shutil.which("taskset") is None or len(os.sched_getaffinity(0)) < 1, reason="needs taskset")
+def test_a_hog_on_the_same_cpu_does_not_starve_the_profile(lib: Path) -> None:
+    """The regression the ptrace sampler had: next to a busy loop on the candidate's CPU its samples landed
+    in the candidate's idle waits. Kernel samples are the candidate's CPU time, however little it gets."""
+    cpu = min(os.sched_getaffinity(0))
+    hog = subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c", "while True: pass"])
+    try:
+        samples, used, _ = sample_run(lib, "hybrid", cpu=cpu)
+    finally:
+        hog.kill()
+        hog.wait()
+    coverage = classify(samples, (str(lib.parent),))
+    assert 0.7 * used * HZ <= samples.total <= 1.2 * used * HZ, (samples, used)
+    assert 0.25 < coverage.fraction < 0.75, samples
+    assert coverage.own_hits + coverage.fallback_hits > 0.8 * samples.total, samples
+
+
+def test_threads_created_while_sampling(lib: Path) -> None:
+    samples, used, _ = sample_run(lib, "threads")
+    coverage = classify(samples, (str(lib.parent),))
+    assert samples.threads_seen >= 4 and coverage.fraction > 0.9, samples
+    assert samples.total >= 0.7 * 4 * 0.4 * HZ / max(1, 4 // len(os.sched_getaffinity(0))) * 0.5, (samples, used)
+
+
+def test_a_forked_child_is_sampled(lib: Path) -> None:
+    samples, _, lines = sample_run(lib, "fork")
+    assert lines == ["child 7"]
+    coverage = classify(samples, (str(lib.parent),))
+    assert coverage.own >= 0.5 * 0.4 * HZ, samples  # the child's 0.4 s of own work
