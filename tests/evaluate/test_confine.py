@@ -289,7 +289,8 @@ def test_only_unix_sockets() -> None:
 
 
 def test_perf_events_on_the_candidate_cannot_be_switched_off() -> None:
-    """prctl(PR_TASK_PERF_EVENTS_DISABLE/ENABLE) would stop the judge's sampling; other prctl options work."""
+    """prctl(PR_TASK_PERF_EVENTS_DISABLE/ENABLE) are denied (defence in depth: the kernel applies them to the
+    caller's own events, not the judge's); other prctl options work."""
 
     def candidate() -> dict[str, int]:
         confine_me()

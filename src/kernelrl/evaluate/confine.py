@@ -250,7 +250,7 @@ def filter_program(arch: Arch, own_pid: int, deny_errno: int = errno.EPERM) -> b
     a.jump(_JEQ, 0, None, "pid_arg0")
     a.load(_arg(2))
     a.jump(_JEQ, 0, "allow", "pid_arg0")
-    a.label("prctl")  # (option, ...): the judge's perf sampling events are not the candidate's to switch off
+    a.label("prctl")  # (option, ...): no perf-event switches (they act on the caller's own events; defence in depth)
     a.load(_arg(0))
     a.jump(_JEQ, PR_TASK_PERF_EVENTS_DISABLE, "deny")
     a.jump(_JEQ, PR_TASK_PERF_EVENTS_ENABLE, "deny", "allow")

@@ -9,8 +9,9 @@ sampled, and the candidate is never stopped (its timing is not disturbed by the 
 
 User-mode samples only (`exclude_kernel`, allowed at perf_event_paranoid 2 for a process the judge may
 ptrace). One event per thread that exists at start and CPU the candidate may run on, each with `inherit`
-(threads and children created later are counted too), redirected into one buffer per CPU. The candidate cannot switch the
-events off: `prctl(PR_TASK_PERF_EVENTS_DISABLE)` is denied by its seccomp filter (`evaluate.confine`).
+(threads and children created later are counted too), redirected into one buffer per CPU. The events are the
+judge's: `prctl(PR_TASK_PERF_EVENTS_DISABLE)` acts on the events the caller owns, and the candidate's
+seccomp filter denies it anyway (`evaluate.confine`).
 """
 
 from __future__ import annotations
