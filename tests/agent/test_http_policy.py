@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from kernelrl.agent import EpisodeConfig, OpenAIChatPolicy, PolicyError, RequestContext, run_episode
+from kernelrl.agent import (
+    EpisodeConfig,
+    OpenAIChatPolicy,
+    PolicyError,
+    RequestContext,
+    default_reward,
+    run_episode,
+)
 from kernelrl.evaluate import EvalPool
 from tests.agent import helpers as H
 from tests.agent.chat_server import ChatServer
@@ -41,7 +48,8 @@ def test_broken_then_fixed_after_feedback(pool: EvalPool) -> None:
     first_usage = traj.turns[0].usage
     prompt_chars = sum(len(m["content"]) for m in server.requests[0]["messages"])
     assert first_usage.prompt_tokens == prompt_chars // 4 + 7 and first_usage.calls == 1
-    assert traj.usage.calls == 2 and traj.turns[0].reward == 0.0 and traj.turns[1].reward >= 1.0
+    assert traj.usage.calls == 2 and traj.turns[0].reward == 0.0
+    assert traj.turns[1].reward == default_reward(traj.turns[1].result)  # correct: the registry's speedup reward
 
 
 def test_history_last_keeps_only_the_opening_and_the_last_exchange(pool: EvalPool) -> None:

@@ -29,6 +29,8 @@ def test_overrides_and_validation() -> None:
     assert cfg.rl.algo == "rloo" and cfg.rl.lr == 0.5 and cfg.rl.group_size == 2
     with pytest.raises(ValidationError):
         load_config("smoke", overrides=["rl.algo=nope"])
+    with pytest.raises(ValidationError, match=r"rl\.reward: unknown reward 'nope'"):
+        load_config("smoke", overrides=["rl.reward=nope"])
     with pytest.raises(ValidationError):
         load_config("smoke", overrides=["rl.no_such_field=1"])
     with pytest.raises(ValueError):

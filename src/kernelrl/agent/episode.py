@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -17,19 +16,20 @@ from kernelrl.agent.tools import TOOL_SCHEMAS, ToolExecutor
 from kernelrl.evaluate.candidate import Candidate
 from kernelrl.evaluate.config import EvalConfig
 from kernelrl.evaluate.pool import EvalPool
+from kernelrl.rewards.kernel import DEFAULT_REWARD, _result, get_reward
 from kernelrl.tasks.task import Task
 
 RewardFn = Callable[[dict[str, Any] | None], float]
 HISTORY_MODES = ("all", "last")
 
 
-def default_reward(result: dict[str, Any] | None) -> float:
-    """0 unless correct; a correct kernel earns 1 plus log2 of its speedup when faster (capped at +3)."""
-    if not result or result.get("status") != "ok":
+def default_reward(result: dict[str, Any] | None, name: str = DEFAULT_REWARD, **options: Any) -> float:
+    """A turn's reward: the `kernelrl.rewards.REWARDS` entry `name` (default `DEFAULT_REWARD`, the one
+    `kernelrl train` and the verl/TRL bridges use) with `options`, of the turn's ``EvalResult.to_dict()``;
+    0 for a turn without code (``result=None``)."""
+    if result is None:
         return 0.0
-    timing = result.get("timing") or {}
-    speedup = timing.get("speedup") if timing.get("meaningful", True) else None
-    return 1.0 + (min(3.0, math.log2(speedup)) if speedup and speedup > 1.0 else 0.0)
+    return float(get_reward(name, **options)(_result(result)))
 
 
 @dataclass

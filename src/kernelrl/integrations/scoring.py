@@ -1,8 +1,8 @@
 """Shared by the verl and TRL bridges: candidate code from a completion (`kernelrl.agent.extract`), turn a task spec into
 what the service accepts, score an `EvalResult`, and a process-wide service client.
 
-The reward is deliberately simple (the `rewards` package owns the full family): 0 when the
-candidate is not correct, else 1 plus a speedup bonus clipped to [0, max_bonus].
+The reward is a `kernelrl.rewards.REWARDS` entry chosen by name, by default `DEFAULT_REWARD`: the same
+one bench episodes and `kernelrl train` use, so a bridge run and a kernelrl run score a result alike.
 """
 
 from __future__ import annotations
@@ -12,19 +12,31 @@ import threading
 from typing import Any
 
 from kernelrl.evaluate.result import EvalResult
+from kernelrl.rewards.kernel import DEFAULT_REWARD, _result, get_reward
 from kernelrl.tasks.task import Task
 
 _CLIENT: Any = None
 _CLIENT_LOCK = threading.Lock()
 
 
-def reward_from_result(result: EvalResult, max_bonus: float = 1.0, bonus_weight: float = 1.0) -> float:
-    """0 if not correct; else 1 + bonus_weight * clip(speedup - 1, 0, max_bonus)."""
-    if not result.correct:
-        return 0.0
-    speedup = result.speedup
-    bonus = 0.0 if speedup is None else min(max(speedup - 1.0, 0.0), max_bonus)
-    return 1.0 + bonus_weight * bonus
+def reward_from_result(result: EvalResult | dict[str, Any], reward: str = DEFAULT_REWARD,
+                       options: dict[str, Any] | None = None) -> float:
+    """The `kernelrl.rewards.REWARDS` entry `reward` (default `DEFAULT_REWARD`) with `options`, of an
+    `EvalResult` or its dict. An unknown name raises KeyError listing the known ones."""
+    return float(get_reward(reward, **(options or {}))(_result(result)))
+
+
+def reward_settings(kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The reward name and options a bridge was configured with: ``kwargs["reward"]`` (default
+    `DEFAULT_REWARD`) and ``kwargs["reward_options"]`` (a mapping). Checks the name now and rejects the
+    retired ``max_bonus`` (the bridges' old private reward) rather than silently ignoring it."""
+    if "max_bonus" in kwargs:
+        raise ValueError("max_bonus is no longer read: the bridges score with kernelrl.rewards; choose one with "
+                         "reward=<name> and its options with reward_options={...}")
+    name = str(kwargs.get("reward") or DEFAULT_REWARD)
+    options = dict(kwargs.get("reward_options") or {})
+    get_reward(name, **options)  # an unknown name fails here, before any evaluation
+    return name, options
 
 
 def task_spec(ground_truth: Any, extra_info: dict[str, Any] | None = None) -> Task | dict[str, Any] | str:

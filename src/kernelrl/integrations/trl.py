@@ -4,6 +4,8 @@
     GRPOTrainer(model=..., reward_funcs=[reward], train_dataset=dataset, ...)
 
 TRL calls it as `reward(prompts=..., completions=..., **columns)` and reads one float per completion.
+The score is a `kernelrl.rewards` entry (`make_reward_func(reward=..., reward_options=...)`, default
+`DEFAULT_REWARD`, the same as bench episodes and `kernelrl train`).
 Completions may be plain text or conversational (a list of messages; the last one's content is used).
 """
 
@@ -14,7 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kernelrl.agent.extract import extract_code
-from kernelrl.integrations.scoring import default_client, reward_from_result, task_spec
+from kernelrl.integrations.scoring import default_client, reward_from_result, reward_settings, task_spec
+from kernelrl.rewards.kernel import DEFAULT_REWARD
 
 
 def completion_text(completion: Any) -> str:
@@ -30,13 +33,15 @@ def completion_text(completion: Any) -> str:
 
 
 def make_reward_func(
-    client: Any = None, task_column: str = "task_id", backend: str = "cpu", max_bonus: float = 1.0,
-    config: dict[str, Any] | None = None, name: str = "kernelrl_reward",
+    client: Any = None, task_column: str = "task_id", backend: str = "cpu", reward: str = DEFAULT_REWARD,
+    reward_options: dict[str, Any] | None = None, config: dict[str, Any] | None = None, name: str = "kernelrl_reward",
 ) -> Callable[..., list[float]]:
     """A `(prompts, completions, **kwargs) -> list[float]` reward; the task of row i comes from
-    `kwargs[task_column][i]` (a task id, Task dict or KernelBench source) or `kwargs["task"][i]`."""
+    `kwargs[task_column][i]` (a task id, Task dict or KernelBench source) or `kwargs["task"][i]`.
+    Each result is scored by the `kernelrl.rewards` entry `reward` with `reward_options` (checked here)."""
+    reward_name, reward_opts = reward_settings({"reward": reward, "reward_options": reward_options})
 
-    def reward(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
+    def score(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
         service = client or default_client()
         column = kwargs.get(task_column) or kwargs.get("task")
         if column is None:
@@ -52,8 +57,8 @@ def make_reward_func(
             with cf.ThreadPoolExecutor(max_workers=min(len(jobs), service.max_concurrency)) as threads:
                 futures = {threads.submit(service.evaluate, task, code, **options): i for i, task, code in jobs}
                 for future, i in futures.items():
-                    scores[i] = reward_from_result(future.result(), max_bonus=max_bonus)
+                    scores[i] = reward_from_result(future.result(), reward_name, reward_opts)
         return scores
 
-    reward.__name__ = name  # TRL logs each reward under its function's name
-    return reward
+    score.__name__ = name  # TRL logs each reward under its function's name
+    return score

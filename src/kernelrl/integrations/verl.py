@@ -8,6 +8,8 @@ Rewards, in a verl config:
 
 The service URL and token come from KERNELRL_SERVE_URL / KERNELRL_SERVE_TOKEN. A service that
 cannot be reached raises (a silent 0 would corrupt training); a completion without code scores 0.
+The score is a `kernelrl.rewards` entry, `DEFAULT_REWARD` unless `custom_reward_function.reward_kwargs`
+name another (``+custom_reward_function.reward_kwargs.reward=coverage``, options under ``reward_options``).
 
 Estimators and losses: `register_with_verl()` puts them in verl's registries of the calling process;
 estimators run in the driver, losses in the Ray actor workers, so let verl import
@@ -37,7 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kernelrl.agent.extract import extract_code
-from kernelrl.integrations.scoring import default_client, reward_from_result, task_spec
+from kernelrl.integrations.scoring import default_client, reward_from_result, reward_settings, task_spec
 
 PREFIX = "kernelrl_"
 
@@ -56,19 +58,23 @@ def _job(solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None
 def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None = None,
                   **kwargs: Any) -> float:
     """verl's `compute_score` signature: extract the candidate from `solution_str`, evaluate it through
-    the service, return 0 (not correct) or 1 + clipped speedup bonus. `max_bonus` may come in kwargs."""
+    the service, score the result with `reward_from_result` (kwargs ``reward`` / ``reward_options`` pick the
+    `kernelrl.rewards` entry, default `DEFAULT_REWARD`); 0 without code."""
+    reward, reward_options = reward_settings(kwargs)
     job = _job(solution_str, ground_truth, extra_info)
     if job is None:
         return 0.0
     task, code, options = job
     client = kwargs.get("client") or default_client()
     result = client.evaluate(task, code, **options)
-    return reward_from_result(result, max_bonus=float(kwargs.get("max_bonus", 1.0)))
+    return reward_from_result(result, reward, reward_options)
 
 
 def compute_score_batch(data_sources: list[str], solution_strs: list[str], ground_truths: list[Any],
                         extra_infos: list[dict[str, Any] | None] | None = None, **kwargs: Any) -> list[float]:
-    """The batch form verl's `batch` reward manager calls: all candidates evaluated concurrently."""
+    """The batch form verl's `batch` reward manager calls: all candidates evaluated concurrently; scored as
+    in `compute_score`."""
+    reward, reward_options = reward_settings(kwargs)
     extras = list(extra_infos) if extra_infos is not None else [None] * len(solution_strs)
     client = kwargs.get("client") or default_client()
     scores = [0.0] * len(solution_strs)
@@ -79,7 +85,7 @@ def compute_score_batch(data_sources: list[str], solution_strs: list[str], groun
         for i, (task, code, options) in runnable:
             futures[threads.submit(client.evaluate, task, code, **options)] = i
         for future, i in futures.items():
-            scores[i] = reward_from_result(future.result(), max_bonus=float(kwargs.get("max_bonus", 1.0)))
+            scores[i] = reward_from_result(future.result(), reward, reward_options)
     return scores
 
 

@@ -1,7 +1,8 @@
-"""Kernel rewards: functions ``EvalResult -> float`` registered by name (`REWARDS`), plus
-profiling-based rejection sampling (`prs_keep_probability`, `prs_keep_mask`)."""
+"""Kernel rewards: functions ``EvalResult -> float`` registered by name (`REWARDS`; every caller's default
+is `DEFAULT_REWARD`), plus profiling-based rejection sampling (`prs_keep_probability`, `prs_keep_mask`)."""
 
 from kernelrl.rewards.kernel import (
+    DEFAULT_REWARD,
     REWARDS,
     autotriton_reward,
     coverage,
@@ -16,6 +17,7 @@ from kernelrl.rewards.kernel import (
 from kernelrl.rewards.prs import prs_keep_mask, prs_keep_probability
 
 __all__ = [
+    "DEFAULT_REWARD",
     "REWARDS",
     "autotriton_reward",
     "coverage",

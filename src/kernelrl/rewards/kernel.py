@@ -18,6 +18,9 @@ from kernelrl.registry import Registry
 
 RewardFn = Callable[..., float]
 REWARDS: Registry[RewardFn] = Registry("reward")
+# The one default: bench episodes (`kernelrl.agent.default_reward`), `kernelrl train` (``rl.reward``) and the
+# verl / TRL bridges (`kernelrl.integrations.scoring.reward_from_result`) all score with this entry.
+DEFAULT_REWARD = "speedup"
 
 _TORCH_OPS_NOTE = re.compile(r"torch compute ops in forward: (.*)")
 _COUNT = re.compile(r"x(\d+)$")

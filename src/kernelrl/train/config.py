@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from kernelrl.rewards.kernel import DEFAULT_REWARD, REWARDS
 
 PRESET_DIR = Path(__file__).parent / "presets"
 
@@ -84,7 +86,7 @@ class RLConfig(_Section):
     # [low, high]; None: off
     accuracy_filter: tuple[float, float] | None = None
     gamma: float = Field(1.0, ge=0, le=1)
-    reward: str = "speedup"
+    reward: str = DEFAULT_REWARD  # a `kernelrl.rewards.REWARDS` name; the same default as bench and the bridges
     reward_options: dict[str, Any] = Field(default_factory=dict)
     prs: Literal["off", "per_turn", "geometric"] = "off"
     dynamic_sampling: bool = True
@@ -110,6 +112,13 @@ class RLConfig(_Section):
     dual_clip: float | None = Field(None, gt=1)  # dual-clip PPO constant c (Ye et al. 2020); None: off
     prime_beta: float = Field(0.05, gt=0)
     prime_lr: float = Field(1e-3, gt=0)
+
+    @field_validator("reward")
+    @classmethod
+    def _known_reward(cls, name: str) -> str:
+        if name not in REWARDS:
+            raise ValueError(f"rl.reward: unknown reward {name!r}; known: {', '.join(REWARDS)}")
+        return name
 
     @model_validator(mode="after")
     def _mismatch_well_formed(self) -> RLConfig:
