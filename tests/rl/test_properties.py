@@ -18,7 +18,9 @@ from kernelrl.rl import (
     KL_PENALTIES,
     LOSS_AGGREGATIONS,
     MISMATCH_CORRECTIONS,
+    clipped_value_loss,
     entropy_bonus,
+    gae_advantages,
     geometric_rejection,
     implicit_process_rewards,
     kl_loss,
@@ -91,6 +93,22 @@ def _trloo(x: Inputs) -> tuple[Callable[..., Any], dict[str, torch.Tensor], dict
     return ADVANTAGE_ESTIMATORS.get("trloo"), {}, other
 
 
+def _gae(x: Inputs) -> tuple[Callable[..., Any], dict[str, torch.Tensor], dict[str, Any]]:
+    return gae_advantages, {"token_rewards": x.randn(x.b, x.t), "values": x.randn(x.b, x.t)}, {
+        "gamma": 0.9, "lam": 0.8, "whiten": True}
+
+
+def _gae_estimator(x: Inputs) -> tuple[Callable[..., Any], dict[str, torch.Tensor], dict[str, Any]]:
+    token = {"values": x.randn(x.b, x.t), "token_rewards": x.randn(x.b, x.t)}
+    return ADVANTAGE_ESTIMATORS.get("gae"), token, {"rewards": x.randn(x.b), "group_ids": x.groups(), "gamma": 0.7}
+
+
+def _value_loss(x: Inputs) -> tuple[Callable[..., Any], dict[str, torch.Tensor], dict[str, Any]]:
+    old = x.randn(x.b, x.t)
+    token = {"values": old + 0.3 * x.randn(x.b, x.t), "old_values": old, "returns": x.randn(x.b, x.t)}
+    return clipped_value_loss, token, {"clip_range": 0.2, "agg": "seq-mean-token-mean"}
+
+
 def _ppo(**kw: Any) -> Case:
     def make(x: Inputs) -> tuple[Callable[..., Any], dict[str, torch.Tensor], dict[str, Any]]:
         old = x.log_probs()
@@ -136,6 +154,9 @@ CASES: dict[str, Case] = {
     "reinforce++ gamma": _adv("reinforce++", gamma=0.9),
     "prime gamma": _adv("prime", gamma=0.8),
     "trloo": _trloo,
+    "gae": _gae,
+    "gae estimator": _gae_estimator,
+    "value loss": _value_loss,
     **{f"ppo {agg}": _ppo(agg=agg, max_length=16) for agg in LOSS_AGGREGATIONS.names()},
     "ppo dual": _ppo(dual_clip=3.0),
     **{f"kl {k}": _pair(KL_PENALTIES.get(k), "log_prob", "ref_log_prob") for k in ["k1", "k2", "k3"]},

@@ -27,7 +27,7 @@ def test_overrides_and_validation() -> None:
         "rl": {"steps": 3, "mismatch": "token_tis"}, "seed": 5}
     cfg = load_config("smoke", overrides=["rl.algo=rloo", "rl.lr=0.5"])
     assert cfg.rl.algo == "rloo" and cfg.rl.lr == 0.5 and cfg.rl.group_size == 2
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationError, match=r"rl\.algo: unknown advantage estimator 'nope'; known: .*gae"):
         load_config("smoke", overrides=["rl.algo=nope"])
     with pytest.raises(ValidationError, match=r"rl\.reward: unknown reward 'nope'"):
         load_config("smoke", overrides=["rl.reward=nope"])
@@ -37,6 +37,16 @@ def test_overrides_and_validation() -> None:
         load_config("no-such-preset")
     with pytest.raises(ValueError):
         parse_overrides(["rl.steps"])
+
+
+def test_algo_names_come_from_the_estimator_registry() -> None:
+    from kernelrl.rl import ADVANTAGE_ESTIMATORS
+
+    for name in ADVANTAGE_ESTIMATORS:  # every registered estimator, "gae" included, is a valid rl.algo
+        assert load_config("smoke", overrides=[f"rl.algo={name}"]).rl.algo == name
+    assert "gae" in ADVANTAGE_ESTIMATORS
+    args = build_parser().parse_args(["train", "--preset", "smoke", "--algo", "gae"])
+    assert resolve(args).rl.algo == "gae"  # type: ignore[attr-defined]
 
 
 def test_yaml_round_trip(tmp_path: Path) -> None:

@@ -14,7 +14,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=__doc__)
     p.add_argument("--preset", default="tiny-cpu", help="preset name (see kernelrl/train/presets)")
     p.add_argument("--config", help="YAML config file (instead of a preset)")
-    p.add_argument("--algo", choices=["grpo", "drgrpo", "rloo", "trloo", "reinforce++", "prime"])
+    p.add_argument("--algo", help="advantage estimator, a kernelrl.rl.ADVANTAGE_ESTIMATORS name (grpo, rloo, trloo, "
+                                  "prime, ...; the config rejects unknown names)")
     p.add_argument("--rollout", choices=["sync", "copris"])
     p.add_argument("--out", help="run directory (default: the config's out_dir)")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in the run directory")

@@ -29,6 +29,7 @@ verl hands an estimator only `token_level_rewards`, `response_mask`, `index` (ui
 - The rest (`grpo`, `drgrpo`, `rloo`, `reinforce++`, ...) through the generic `adapt_estimator`; policy
   losses through `adapt_loss` (verl's clip settings and global-batch loss normalisation). Top-K
   Direct-OPD (`opd_topk`) is not registered: verl's actor gives a loss only the sampled tokens' log-probs.
+  Nor is `gae`: verl hands a registered estimator no critic values (use verl's own ``adv_estimator=gae``).
 """
 
 from __future__ import annotations

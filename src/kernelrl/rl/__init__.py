@@ -79,6 +79,7 @@ from kernelrl.rl.registries import (
     POLICY_LOSSES,
     SAMPLE_FILTERS,
 )
+from kernelrl.rl.value import clipped_value_loss, gae_advantages, gae_estimator
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
@@ -98,11 +99,14 @@ __all__ = [
     "aggregate_loss",
     "append_suffix_log_probs",
     "apply_corrections",
+    "clipped_value_loss",
     "combine_corrections",
     "drgrpo_advantages",
     "entropy_bonus",
     "entropy_from_logits",
     "episode_returns",
+    "gae_advantages",
+    "gae_estimator",
     "geometric_rejection",
     "grpo_advantages",
     "grpo_sequence_advantages",

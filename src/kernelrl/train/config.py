@@ -70,7 +70,10 @@ class SFTConfig(_Section):
 
 
 class RLConfig(_Section):
-    algo: Literal["grpo", "drgrpo", "rloo", "trloo", "reinforce++", "prime"] = "grpo"
+    # a `kernelrl.rl.ADVANTAGE_ESTIMATORS` name (checked against the registry). The trainer feeds outcome
+    # rewards (+ TRLOO's turns, PRIME's process rewards); estimators needing more (gae: a critic's values,
+    # opd: token rewards) are accepted here but fail at the first update until the trainer passes them
+    algo: str = "grpo"
     rollout: Literal["sync", "copris"] = "sync"
     steps: int = Field(30, ge=0)
     prompts_per_step: int = Field(8, ge=1)
@@ -112,6 +115,15 @@ class RLConfig(_Section):
     dual_clip: float | None = Field(None, gt=1)  # dual-clip PPO constant c (Ye et al. 2020); None: off
     prime_beta: float = Field(0.05, gt=0)
     prime_lr: float = Field(1e-3, gt=0)
+
+    @field_validator("algo")
+    @classmethod
+    def _known_algo(cls, name: str) -> str:
+        from kernelrl.rl import ADVANTAGE_ESTIMATORS  # torch: only once a config names an estimator
+
+        if name not in ADVANTAGE_ESTIMATORS:
+            raise ValueError(f"rl.algo: unknown advantage estimator {name!r}; known: {', '.join(ADVANTAGE_ESTIMATORS)}")
+        return name
 
     @field_validator("reward")
     @classmethod
