@@ -10,15 +10,24 @@ from kernelrl.tasks.task import Task, TaskError
 DATA_DIR = Path(__file__).parent / "data"
 SUITES_DIR = DATA_DIR / "suites"
 SOLUTIONS_DIR = DATA_DIR / "solutions"
+# Backends whose tasks form their own suite (same levelN/NN_Name.py layout); the rest use SUITES_DIR.
+BACKEND_SUITES = {"nki": DATA_DIR / "suites_nki"}
 
 
-def suite_path(level: int | None = None) -> Path:
-    """The shipped suite directory (`levelN/` subdirectories), or one level's directory."""
+def suite_root(backend: str = "cpu") -> Path:
+    """The suite directory whose tasks `backend`'s reference solutions solve."""
+    return BACKEND_SUITES.get(backend, SUITES_DIR)
+
+
+def suite_path(level: int | None = None, backend: str = "cpu") -> Path:
+    """The shipped suite directory (`levelN/` subdirectories), or one level's directory; `backend="nki"`
+    selects the NKI suite."""
+    root = suite_root(backend)
     if level is None:
-        return SUITES_DIR
-    path = SUITES_DIR / f"level{level}"
+        return root
+    path = root / f"level{level}"
     if not path.is_dir():
-        known = ", ".join(sorted(p.name for p in SUITES_DIR.iterdir() if p.is_dir()))
+        known = ", ".join(sorted(p.name for p in root.iterdir() if p.is_dir()))
         raise TaskError(f"no shipped suite level {level}; known: {known}")
     return path
 
@@ -51,7 +60,7 @@ def load_solutions(backend: str = "cpu", level: int | None = None) -> list[Solut
     pattern = f"level{level}/*.py" if level is not None else "level*/*.py"
     solutions = []
     for path in sorted(root.glob(pattern)):
-        task_path = SUITES_DIR / path.parent.name / path.name
+        task_path = suite_root(backend) / path.parent.name / path.name
         if not task_path.is_file():
             raise TaskError(f"{path}: no shipped task {path.parent.name}/{path.name} for this solution")
         solutions.append(Solution(load_task(task_path), path.read_text(), path, backend))

@@ -1,0 +1,29 @@
+"""Elementwise maximum of two tensors."""
+
+import torch
+import torch.nn as nn
+
+TASK_META = {
+    "id": "level1/11_Maximum",
+    "level": 1,
+    "tags": ["elementwise", "binary"],
+}
+
+batch_size = 256
+dim = 512
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.maximum(x, y)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim), torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []

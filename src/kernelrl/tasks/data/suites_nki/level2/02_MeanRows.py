@@ -1,0 +1,29 @@
+"""Mean of each row (keepdim)."""
+
+import torch
+import torch.nn as nn
+
+TASK_META = {
+    "id": "level2/02_MeanRows",
+    "level": 2,
+    "tags": ["reduction"],
+}
+
+batch_size = 256
+dim = 384
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.mean(dim=1, keepdim=True)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []

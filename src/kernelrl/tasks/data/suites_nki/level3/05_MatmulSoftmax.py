@@ -1,0 +1,31 @@
+"""Row softmax of x @ w (attention-score style)."""
+
+import torch
+import torch.nn as nn
+
+TASK_META = {
+    "id": "level3/05_MatmulSoftmax",
+    "level": 3,
+    "tags": ["matmul", "fused", "softmax"],
+    "rtol": 1e-3, "atol": 1e-3,
+}
+
+M = 256
+K = 256
+N = 512
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x @ w, dim=1)
+
+
+def get_inputs():
+    return [torch.randn(M, K), torch.randn(K, N) / 16]
+
+
+def get_init_inputs():
+    return []
