@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kernelrl.nki.prompt import NKI_RULES
 from kernelrl.tasks.task import Task
 
 SYSTEM_PROMPT = (
@@ -60,6 +61,10 @@ device pointers and sizes), and build them through the kernel helper:
 - Do not use torch/extension.h or pybind11; the helper exports your host functions directly.
 - Pointer parameters take contiguous CUDA tensors of the matching dtype; scalars take Python numbers.
 - Without a GPU the source is only compiled with nvcc (compiler errors are reported).""",
+    "nki": NKI_RULES + """
+Without a Neuron device the evaluator runs kernelrl's NKI interpreter: tile-rule violations come back as
+compiler errors with your line, correctness is checked, and speed is an estimated engine cost (notes),
+not a measured time. Do not import numpy or compute on the host: return the tensor your kernel stores.""",
 }
 
 OUTPUT_CONTRACT = """\

@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="evaluate a candidate kernel against a task", description=__doc__)
     p.add_argument("--task", help="task file (KernelBench format); default: the shipped example")
     p.add_argument("--candidate", help="candidate file defining ModelNew; default: the shipped example kernel")
-    p.add_argument("--backend", choices=["cpu", "triton", "cuda"], default="cpu")
+    p.add_argument("--backend", choices=["cpu", "triton", "cuda", "nki"], default="cpu")
     p.add_argument("--json", action="store_true", help="print the full EvalResult as JSON")
     p.add_argument("--trials", type=int, default=5, help="correctness trials")
     p.add_argument("--timing-trials", type=int, default=20)

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-BACKENDS = ("cpu", "triton", "cuda")
+BACKENDS = ("cpu", "triton", "cuda", "nki")
 
 
 @dataclass

@@ -221,11 +221,20 @@ class Judge:
         candidate, so they only ever reject; the proof of work is the judge's profile)."""
         if reply.get("processes"):
             raise StageFailed(Status.REJECTED, "[processes] forward started processes; a kernel only computes")
-        if self.backend.has_device() and not reply.get("kernel_calls") and self.candidate.backend in ("cpu", "triton"):
+        must_call = self.candidate.backend == "nki" or (self.backend.has_device() and self.candidate.backend in ("cpu", "triton"))
+        if must_call and not reply.get("kernel_calls"):
             raise StageFailed(
                 Status.REJECTED,
                 f"[kernel-not-called] forward made no call to a {self.candidate.backend} kernel; {self.backend.kernel_hint()}",
             )
+        if reply.get("foreign_outputs"):
+            raise StageFailed(
+                Status.REJECTED,
+                f"[host-compute] {reply['foreign_outputs']} output(s) of forward did not come from an NKI kernel (computed "
+                "on the host); return the HBM tensor your kernel stores its result into",
+            )
+        if reply.get("nki_cost") and not any(n.startswith("estimated NKI cost") for n in self.result.notes):
+            self.result.notes.append(_nki_cost_note(reply["nki_cost"]))
         ops = {str(k): int(v) for k, v in (reply.get("torch_ops") or {}).items()}
         for name, count in ops.items():
             torch_ops[name] = torch_ops.get(name, 0) + count
@@ -576,3 +585,12 @@ def environment(backend: Backend, device: torch.device, config: EvalConfig) -> d
     if "triton" in sys.modules:
         env["triton"] = getattr(sys.modules["triton"], "__version__", "?")
     return env
+
+
+def _nki_cost_note(cost: dict[str, Any]) -> str:
+    """One line of the NKI interpreter's estimate for a forward (reported by the candidate process: feedback)."""
+    forwards = max(1, int(cost.get("forwards") or 1))
+    engines = ", ".join(f"{k} {v / forwards:.2f}" for k, v in (cost.get("estimated_busy_us") or {}).items() if v)
+    return (f"estimated NKI cost (interpreter, not wall time; reported by the candidate process): "
+            f"{float(cost.get('estimated_total_us', 0.0)) / forwards:.2f} us per forward ({engines} us), "
+            f"bottleneck {cost.get('bottleneck')}")

@@ -40,6 +40,8 @@ class Runner:
                 return
             try:
                 reply = getattr(self, "op_" + str(request.get("op")))(request)
+            except NKI_ERRORS as exc:  # a tile rule the NKI compiler enforces, found while interpreting
+                reply = {"ok": False, "status": "compile_error", "message": str(exc)}
             except CompileError as exc:
                 from kernelrl.evaluate.feedback import compile_error_text
 
@@ -67,8 +69,14 @@ class Runner:
 
             install_compile_only()  # no GPU: torch's load_inline compiles the candidate's sources, runs nothing
         try:
-            module = load_module(self.source, CANDIDATE_FILE, "kernelrl_candidate")
-        except CompileError:
+            if self.backend == "nki":
+                from kernelrl.nki.interpret import nki_modules
+
+                with nki_modules():  # `import neuronxcc.nki` resolves to the interpreter (without the SDK)
+                    module = load_module(self.source, CANDIDATE_FILE, "kernelrl_candidate")
+            else:
+                module = load_module(self.source, CANDIDATE_FILE, "kernelrl_candidate")
+        except (CompileError, *NKI_ERRORS):
             raise
         except Exception as exc:  # an import-time failure is the candidate's build failing
             return {"ok": False, "status": "compile_error", "message": describe_exception(exc)}
@@ -130,6 +138,8 @@ class Runner:
         assert self.model is not None
         before = kernel_calls_total()
         counter = OpCounter() if self.guards else contextlib.nullcontext()
+        if self.backend == "nki":
+            return self._counted_nki_call(sets, counter)
         with torch.no_grad(), counter:
             for name in sets:
                 self.kept.append(self.model(*self.inputs[name]))
@@ -137,6 +147,23 @@ class Runner:
         ops = dict(counter.compute) if self.guards else {}
         return {"ok": True, "kernel_calls": kernel_calls_total() - before, "torch_ops": ops,
                 "processes": spawned_processes() if self.guards else 0}
+
+    def _counted_nki_call(self, sets: list[str], counter: Any) -> dict[str, Any]:
+        """Forward under the NKI interpreter: kernel runs, their estimated cost, and outputs that no kernel
+        returned (host-side compute). Reported from this process, so feedback, not proof."""
+        from kernelrl.evaluate.guards import spawned_processes
+        from kernelrl.nki.interpret import collect_costs, collect_outputs
+
+        assert self.model is not None
+        with torch.no_grad(), counter, collect_costs() as cost, collect_outputs() as made:
+            for name in sets:
+                self.kept.append(self.model(*self.inputs[name]))
+        produced = {t.untyped_storage().data_ptr() for t in made}
+        returned = [t for out in self.kept for t in _tensors(out)]
+        foreign = sum(1 for t in returned if t.untyped_storage().data_ptr() not in produced)
+        ops = dict(counter.compute) if self.guards else {}
+        return {"ok": True, "kernel_calls": cost.kernels, "torch_ops": ops, "nki_cost": {**cost.to_dict(), "forwards": len(sets)},
+                "foreign_outputs": foreign, "processes": spawned_processes() if self.guards else 0}
 
     def op_describe(self, request: dict[str, Any]) -> dict[str, Any]:
         """Where the outputs of the listed calls live: tensors as (address, shape, dtype), other values as JSON."""
@@ -176,6 +203,24 @@ class Runner:
         if self.device.type == "cuda":
             return lambda: torch.cuda.synchronize(self.device)
         return lambda: None
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, list | tuple):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _nki_errors() -> tuple[type[BaseException], ...]:
+    """The NKI interpreter's compile error, where the package is importable (it always is: kernelrl.nki)."""
+    from kernelrl.nki.rules import NkiCompileError
+
+    return (NkiCompileError,)
+
+
+NKI_ERRORS = _nki_errors()
 
 
 def serve_candidate(sock_fd: int, backend: str, device: str, guards: bool) -> None:

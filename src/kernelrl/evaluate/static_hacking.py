@@ -68,12 +68,15 @@ LIBRARY_LOADERS = {"load_cpp", "load_cuda", "load_inline", "load"}
 PATCHABLE_ROOTS = {"torch", "time", "math", "numpy", "np", "triton", "tl", "F", "nn", "kernelrl", "builtins", "lib"}
 
 
-def _module_allowed(name: str) -> bool:
+def _module_allowed(name: str, backend: Backend | None = None) -> bool:
     if any(name == d or name.startswith(d + ".") for d in DENIED_TORCH):
+        return False
+    extra, denied = (backend.extra_imports, backend.denied_imports) if backend is not None else ((), {})
+    if any(name == d or name.startswith(d + ".") for d in denied):
         return False
     if name.startswith("kernelrl."):  # the helper's public API only, not its internals
         return name == "kernelrl.native" or name.removeprefix("kernelrl.native.") in NATIVE_API
-    return any(name == a or name.startswith(a + ".") for a in ALLOWED_IMPORTS)
+    return any(name == a or name.startswith(a + ".") for a in (*ALLOWED_IMPORTS, *extra))
 
 
 def _imported_names(node: ast.Import | ast.ImportFrom) -> list[str]:
@@ -96,13 +99,13 @@ def check_imports(tree: ast.Module, source: str, backend: Backend) -> list[Findi
     for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
             for name in _imported_names(node):
-                if not _module_allowed(name):
+                if not _module_allowed(name, backend):
                     root = name.split(".")[0]
-                    why = IMPORT_REASONS.get(root, "not needed for a kernel")
+                    why = backend.denied_imports.get(root) or IMPORT_REASONS.get(root, "not needed for a kernel")
                     findings.append(Finding(
                         "imports", "reject",
-                        f"import of {name!r} is not allowed ({why}); import only torch, math, numpy, triton and "
-                        "kernelrl.native, and do all the work in your kernel",
+                        f"import of {name!r} is not allowed ({why}); import only {backend.import_hint()}, and do "
+                        "all the work in your kernel",
                         node.lineno,
                     ))
     return findings

@@ -54,6 +54,21 @@ def collect_costs() -> Iterator[CostReport]:
         _COLLECTORS.reset(token)
 
 
+_OUTPUT_COLLECTORS: ContextVar[tuple[list[Any], ...]] = ContextVar("nki_output_collectors", default=())
+
+
+@contextmanager
+def collect_outputs() -> Iterator[list[Any]]:
+    """The host arrays/tensors every kernel run inside the block returned (to tell a kernel's output from
+    one computed on the host)."""
+    made: list[Any] = []
+    token = _OUTPUT_COLLECTORS.set((*_OUTPUT_COLLECTORS.get(), made))
+    try:
+        yield made
+    finally:
+        _OUTPUT_COLLECTORS.reset(token)
+
+
 def _to_hbm(value: Any, torch_io: list[bool]) -> Any:
     if isinstance(value, torch.Tensor):
         torch_io.append(True)
@@ -98,6 +113,8 @@ def run_kernel(kernel: Callable[..., Any], *args: Any, **kwargs: Any) -> KernelR
     run.cost.kernels = 1
     for report in _COLLECTORS.get():
         report.merge(run.cost)
+    for made in _OUTPUT_COLLECTORS.get():
+        made.extend(t for t in outputs if isinstance(t, torch.Tensor))
     return KernelResult(
         outputs if isinstance(returned, tuple | list) else outputs[0], run.cost, run.sbuf_peak, run.psum_banks_peak
     )

@@ -46,7 +46,7 @@ class TaskConfig(_Section):
     rows: int = Field(512, ge=1)
     cols: int = Field(1024, ge=1)
     suite: str = "level1"
-    backend: Literal["cpu", "triton", "cuda"] = "cpu"
+    backend: Literal["cpu", "triton", "cuda", "nki"] = "cpu"
     task_ids: list[str] = Field(default_factory=list)  # keep only these task ids (empty: all)
     tags: list[str] = Field(default_factory=list)  # keep tasks with any of these tags (empty: all)
     profile: str | None = None  # a size profile from the tasks' metadata, e.g. "gpu"

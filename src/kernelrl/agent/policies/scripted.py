@@ -23,7 +23,8 @@ class ScriptedPolicy:
     """Replays answers in order for each (task, sample) episode.
 
     `answers` is a list (the same script for every task), a dict task id -> list, or a path: a
-    directory holding `<task id with / as __>/<n>.*` files (or `<task>.*` for one answer), a
+    directory holding `<task id with / as __>/<n>.*` files (or `<task>.*` for one answer, or the
+    shipped solutions' `<level>/<name>.py` for task `level/name`), a
     text/python file (one answer for everything), or a JSONL file of earlier trajectories (a
     `kernelrl bench` results file) whose responses are replayed per task and sample. When a script
     runs out, its last answer repeats.
@@ -51,7 +52,11 @@ class ScriptedPolicy:
             for entry in sorted(path.iterdir()):
                 if entry.is_dir():
                     files = sorted((f for f in entry.iterdir() if f.is_file()), key=lambda f: (len(f.stem), f.stem))
-                    self._by_task[entry.name] = [f.read_text() for f in files]
+                    if all(f.stem.isdigit() for f in files):  # <task>/<n>.*: one task's answers in order
+                        self._by_task[entry.name] = [f.read_text() for f in files]
+                    else:  # <level>/<name>.py, the shipped solutions' layout: one answer for task "level/name"
+                        for f in files:
+                            self._by_task[f"{entry.name}/{f.stem}"] = [f.read_text()]
                 elif entry.is_file():
                     self._by_task[entry.stem] = [entry.read_text()]
         elif path.suffix == ".jsonl":

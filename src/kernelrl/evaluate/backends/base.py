@@ -18,6 +18,9 @@ class Backend:
     env: ClassVar[dict[str, str]] = {}
     # Modules worth importing once in the warm worker, before it forks evaluations.
     preload: ClassVar[tuple[str, ...]] = ()
+    # Modules a candidate of this backend may import beyond the common ones, and common ones it may not (why).
+    extra_imports: ClassVar[tuple[str, ...]] = ()
+    denied_imports: ClassVar[dict[str, str]] = {}
 
     def has_device(self) -> bool:
         """Whether this machine can run (not only build) this backend's kernels."""
@@ -39,6 +42,10 @@ class Backend:
     def kernel_hint(self) -> str:
         """What a candidate must do to use this backend (used in feedback)."""
         return ""
+
+    def import_hint(self) -> str:
+        """The modules a candidate may import, for feedback."""
+        return "torch, math, numpy, triton and kernelrl.native"
 
     def notes(self) -> list[str]:
         """Caveats to record in every result (e.g. 'interpreted: timing is not meaningful')."""

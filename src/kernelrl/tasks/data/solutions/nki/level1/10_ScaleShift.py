@@ -3,7 +3,6 @@
 import neuronxcc.nki as nki
 import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
-import numpy as np
 import torch
 import torch.nn as nn
 
@@ -17,7 +16,7 @@ def scale_shift_kernel(x):
     for t in nl.affine_range((rows + nl.tile_size.pmax - 1) // nl.tile_size.pmax):
         r = t * nl.tile_size.pmax + i_p
         x_t = nl.load(x[r, i_f], mask=(r < rows))
-        nl.store(out[r, i_f], value=nisa.tensor_scalar(x_t, np.multiply, 2.0, op1=np.add, operand1=1.0), mask=(r < rows))
+        nl.store(out[r, i_f], value=nisa.tensor_scalar(x_t, nl.multiply, 2.0, op1=nl.add, operand1=1.0), mask=(r < rows))
     return out
 
 
