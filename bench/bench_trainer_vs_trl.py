@@ -19,7 +19,7 @@ import torch
 
 from kernelrl.generation import GenerationRequest, SamplingParams
 from kernelrl.train.config import RLConfig, load_config
-from kernelrl.train.family import prompt_text, split_chains, tokenizer_corpus
+from kernelrl.train.elementwise_chains import prompt_text, split_chains, tokenizer_corpus
 from kernelrl.train.model import build_model, encode_prompt
 from kernelrl.train.rollout import Sample
 
@@ -34,7 +34,7 @@ class _NoGym:
     hits = 0
 
     def __init__(self, chains: list) -> None:
-        from kernelrl.train.families import TinyFamily
+        from kernelrl.train.task_family import TinyFamily
 
         self.family = TinyFamily(chains, [])
 

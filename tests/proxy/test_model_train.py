@@ -8,7 +8,7 @@ import torch
 from kernelrl.proxy.evaluate import evaluate_bpb
 from kernelrl.proxy.mixing import MixConfig, MixedStream, make_layout, pack_eval
 from kernelrl.proxy.model import ByteLM, ModelConfig, count_params, train_flops_per_token
-from kernelrl.proxy.train import TrainConfig, eval_steps, lr_at, train_arm
+from kernelrl.proxy.train import ArmTrainingConfig, eval_steps, lr_at, train_arm
 
 
 def small(**kw: object) -> ModelConfig:
@@ -42,21 +42,21 @@ def test_parameter_count_and_flops_match_the_module() -> None:
 
 
 def test_equal_compute_budget_gives_bigger_vocabularies_fewer_steps() -> None:
-    cfg = TrainConfig(seq_len=64, batch_size=4, budget_tokens=64 * 4 * 100)
+    cfg = ArmTrainingConfig(seq_len=64, batch_size=4, budget_tokens=64 * 4 * 100)
     base = small()
     flops = cfg.flops_budget(base)
     assert cfg.steps_for(base, flops) == 100
     assert cfg.steps_for(base.model_copy(update={"vocab_size": 1284}), flops) < 100
     with pytest.raises(ValueError, match="compute budget too small"):
-        TrainConfig(seq_len=64, batch_size=4, budget_tokens=10).steps_for(base, 10 * flops / 25600)
+        ArmTrainingConfig(seq_len=64, batch_size=4, budget_tokens=10).steps_for(base, 10 * flops / 25600)
     with pytest.raises(ValueError, match="exactly one"):
-        TrainConfig()
+        ArmTrainingConfig()
     with pytest.raises(ValueError, match="exactly one"):
-        TrainConfig(budget_tokens=5, budget_flops=1e9)
+        ArmTrainingConfig(budget_tokens=5, budget_flops=1e9)
 
 
 def test_schedule_and_eval_points() -> None:
-    cfg = TrainConfig(budget_tokens=1, lr=1e-3, warmup_steps=10, min_lr_ratio=0.1)
+    cfg = ArmTrainingConfig(budget_tokens=1, lr=1e-3, warmup_steps=10, min_lr_ratio=0.1)
     assert lr_at(0, 100, cfg) == pytest.approx(1e-4)
     assert lr_at(10, 100, cfg) == pytest.approx(1e-3)
     assert lr_at(100, 100, cfg) == pytest.approx(1e-4)
@@ -67,7 +67,7 @@ def test_training_lowers_raw_bpb_on_real_code(code_docs: list[bytes]) -> None:
     layout = make_layout(0, "auto")
     stream = MixedStream(code_docs[:150], None, layout, MixConfig(), seed=0)
     val = pack_eval(code_docs[150:170], seq_len=64)
-    cfg = TrainConfig(seq_len=64, batch_size=8, budget_tokens=64 * 8 * 60, lr=3e-3, warmup_steps=5, n_evals=2)
+    cfg = ArmTrainingConfig(seq_len=64, batch_size=8, budget_tokens=64 * 8 * 60, lr=3e-3, warmup_steps=5, n_evals=2)
     model_cfg = small(raw_head=True)
     steps = cfg.steps_for(model_cfg, cfg.flops_budget(model_cfg))
     seen: list[int] = []

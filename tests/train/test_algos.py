@@ -9,12 +9,12 @@ import torch
 
 from kernelrl.evaluate import EvalPool
 from kernelrl.train.config import TrainConfig
-from kernelrl.train.families import TinyFamily
-from kernelrl.train.family import split_chains, tokenizer_corpus
+from kernelrl.train.elementwise_chains import split_chains, tokenizer_corpus
 from kernelrl.train.job import sft_pairs
 from kernelrl.train.model import build_model
 from kernelrl.train.rollout import EvalCache
 from kernelrl.train.sft import sft_train
+from kernelrl.train.task_family import TinyFamily
 from kernelrl.train.trainer import RLTrainer
 
 

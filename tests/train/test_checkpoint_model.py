@@ -9,9 +9,9 @@ from transformers import AutoTokenizer, PreTrainedTokenizerFast, Qwen2Config, Qw
 from kernelrl.evaluate import EvalPool
 from kernelrl.generation.tiny import build_tiny_tokenizer
 from kernelrl.train.config import TrainConfig
-from kernelrl.train.families import make_family
 from kernelrl.train.job import run_train
 from kernelrl.train.model import build_model, encode_prompt
+from kernelrl.train.task_family import make_family
 
 
 def _save_qwen_like(directory: Path, corpus: list[str]) -> None:

@@ -14,7 +14,7 @@ import torch
 from kernelrl.evaluate import EvalPool
 from kernelrl.generation import Engine
 from kernelrl.train.config import DistillConfig, TrainConfig
-from kernelrl.train.family import OPS, prompt_text, split_chains, tokenizer_corpus
+from kernelrl.train.elementwise_chains import OPS, prompt_text, split_chains, tokenizer_corpus
 from kernelrl.train.job import sft_pairs
 from kernelrl.train.logs import read_metrics
 from kernelrl.train.model import build_model, clone_model, encode_answer, encode_prompt

@@ -11,31 +11,31 @@ import pytest
 
 from kernelrl.evaluate import Candidate, EvalConfig, EvalPool, EvalResult
 from kernelrl.rewards import coverage, get_reward, prs_keep_mask, prs_keep_probability
-from kernelrl.train import family as tiny
+from kernelrl.train import elementwise_chains as chains
 from kernelrl.train.config import load_config
-from kernelrl.train.families import TinyFamily, make_family
 from kernelrl.train.job import eval_config
 from kernelrl.train.model import build_model
+from kernelrl.train.task_family import TinyFamily, make_family
 
 CHAIN = ("mul 2.0", "add 0.5", "relu", "sub 3.0", "abs", "mul 0.5")  # lazy: 1 of 6 ops in C (coverage ~ 1/6)
 
 
 def test_hybrid_answer_syntax() -> None:
-    lazy = tiny.lazy_solution(CHAIN)
+    lazy = chains.lazy_solution(CHAIN)
     assert lazy.count("x = ") == 5 and lazy.endswith("v = v * 0.5f;")
-    src = tiny.hybrid_candidate_source(lazy + "</s> junk")
+    src = chains.hybrid_candidate_source(lazy + "</s> junk")
     assert "        x = x * 2.0\n" in src and "        x = torch.relu(x)\n" in src
     assert src.count("void seg") == 1 and 'functions=["seg0"]' in src
     compile(src, "<hybrid>", "exec")
     # C runs split by a torch line become two kernels, called in order
-    mixed = tiny.hybrid_candidate_source(" v = v * 2.0f; x = torch.relu(x); v = v + 0.5f; v = -v;")
+    mixed = chains.hybrid_candidate_source(" v = v * 2.0f; x = torch.relu(x); v = v + 0.5f; v = -v;")
     assert 'functions=["seg0", "seg1"]' in mixed and "v = v + 0.5f; v = -v;" in mixed
     assert mixed.index("lib.seg0") < mixed.index("torch.relu") < mixed.index("lib.seg1")
     # all torch: an identity kernel is still called; a non-torch statement on x is passed through as C
-    assert "lib.seg0" in tiny.hybrid_candidate_source(" x = torch.relu(x);")
-    assert "x = __import__" not in tiny.hybrid_candidate_source(" x = __import__('os');").split("class ModelNew")[1]
+    assert "lib.seg0" in chains.hybrid_candidate_source(" x = torch.relu(x);")
+    assert "x = __import__" not in chains.hybrid_candidate_source(" x = __import__('os');").split("class ModelNew")[1]
     # the non-hybrid template is unchanged: a torch line there is C and fails to build
-    assert "x = torch.relu(x);" in tiny.candidate_source(" x = torch.relu(x);")
+    assert "x = torch.relu(x);" in chains.candidate_source(" x = torch.relu(x);")
 
 
 def test_config_switch_family_and_sft_data() -> None:
@@ -64,13 +64,13 @@ def hybrid_pool() -> Iterator[EvalPool]:
 
 def judge(pool: EvalPool, answer: str) -> EvalResult:
     # 8 MB tensors: at 2 MB the timed requests hold ~10 compute samples and the fraction is noisy
-    task = tiny.make_task(CHAIN, 2048, 1024)
-    return pool.submit(task, Candidate(tiny.hybrid_candidate_source(answer), "cpu")).result()
+    task = chains.make_task(CHAIN, 2048, 1024)
+    return pool.submit(task, Candidate(chains.hybrid_candidate_source(answer), "cpu")).result()
 
 
 def test_lazy_vs_full_kernel_through_the_gym(hybrid_pool: EvalPool) -> None:
-    lazy = judge(hybrid_pool, tiny.lazy_solution(CHAIN))
-    full = judge(hybrid_pool, tiny.solution(CHAIN))
+    lazy = judge(hybrid_pool, chains.lazy_solution(CHAIN))
+    full = judge(hybrid_pool, chains.solution(CHAIN))
     assert lazy.correct and full.correct, (lazy.error, full.error)
     assert lazy.coverage is not None and lazy.coverage["method"] in ("perf", "ptrace")
     assert coverage(lazy) < 0.5 and coverage(full) > 0.8, (lazy.coverage, full.coverage)

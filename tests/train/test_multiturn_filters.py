@@ -16,10 +16,10 @@ import torch
 from kernelrl.evaluate import EvalResult
 from kernelrl.evaluate.result import Status, Timing
 from kernelrl.train.config import RLConfig, TrainConfig
-from kernelrl.train.families import TinyFamily
-from kernelrl.train.family import tokenizer_corpus
+from kernelrl.train.elementwise_chains import tokenizer_corpus
 from kernelrl.train.model import build_model
 from kernelrl.train.rollout import EvalCache
+from kernelrl.train.task_family import TinyFamily
 from kernelrl.train.trainer import RLTrainer
 from tests.train.test_prs_loss_mask import sample, trainer, verdict
 

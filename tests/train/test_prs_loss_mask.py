@@ -15,11 +15,11 @@ import kernelrl.train.trainer as trainer_mod
 from kernelrl.evaluate.result import EvalResult, Status
 from kernelrl.rl import ppo_clip_loss
 from kernelrl.train.config import TrainConfig
-from kernelrl.train.families import TinyFamily
-from kernelrl.train.family import tokenizer_corpus
+from kernelrl.train.elementwise_chains import tokenizer_corpus
 from kernelrl.train.logprobs import pad_responses, response_logprobs
 from kernelrl.train.model import build_model
 from kernelrl.train.rollout import EvalCache, Sample
+from kernelrl.train.task_family import TinyFamily
 from kernelrl.train.trainer import RLTrainer
 
 

@@ -14,11 +14,11 @@ from kernelrl.generation.tiny import build_tiny_tokenizer
 from kernelrl.rewards import get_reward
 from kernelrl.tasks import solution_path
 from kernelrl.train.config import TaskConfig, TrainConfig
-from kernelrl.train.families import TaskFamily
 from kernelrl.train.job import run_train
 from kernelrl.train.logs import read_metrics
 from kernelrl.train.rollout import EvalCache
 from kernelrl.train.suite_family import SuiteFamily, answer_text
+from kernelrl.train.task_family import TaskFamily
 
 IDS = ["level1/01_ReLU", "level1/04_SiLU", "level1/06_Tanh", "level1/12_Axpby"]
 TASK = {"family": "suite", "suite": "level1", "backend": "cpu", "task_ids": IDS, "n_heldout": 1,

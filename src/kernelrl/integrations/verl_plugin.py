@@ -7,7 +7,7 @@ For verl's own import hooks, so every process (driver and Ray workers) has them:
 
 from __future__ import annotations
 
-from kernelrl.integrations.verl import register_with_verl
+from kernelrl.integrations.verl_registration import register_with_verl
 
 #: what `register_with_verl` reported: name -> "registered" or "skipped: <why>".
 REPORT = register_with_verl()

@@ -19,13 +19,14 @@ from kernelrl.proxy.mixing import (
     wrap_raw,
 )
 from kernelrl.proxy.model import ByteLM, LMOutput, ModelConfig, raw_byte_logprobs, train_flops_per_token
-from kernelrl.proxy.train import ArmResult, TrainConfig, train_arm
+from kernelrl.proxy.train import ArmResult, ArmTrainingConfig, train_arm
 
 __all__ = [
     "BASELINE",
     "COMPRESSORS",
     "PRESETS",
     "ArmResult",
+    "ArmTrainingConfig",
     "ByteLM",
     "Compressor",
     "Corpus",
@@ -35,7 +36,6 @@ __all__ = [
     "MixedStream",
     "ModelConfig",
     "ProxyConfig",
-    "TrainConfig",
     "VocabLayout",
     "bits_per_byte",
     "build_config",

@@ -20,7 +20,7 @@ from kernelrl.proxy.compressors import (
 from kernelrl.proxy.corpus import CorpusConfig
 from kernelrl.proxy.mixing import EmbeddingMode, MixConfig
 from kernelrl.proxy.model import ModelConfig
-from kernelrl.proxy.train import TrainConfig
+from kernelrl.proxy.train import ArmTrainingConfig
 
 BASELINE = "bytes"
 
@@ -40,7 +40,7 @@ class ProxyConfig(BaseModel):
     roundtrip_check_docs: int = Field(16, ge=0, description="validation docs decoded back per compressor")
     corpus: CorpusConfig = Field(default_factory=CorpusConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
-    train: TrainConfig = Field(default_factory=lambda: TrainConfig(budget_tokens=1_000_000))
+    train: ArmTrainingConfig = Field(default_factory=lambda: ArmTrainingConfig(budget_tokens=1_000_000))
     mix: MixConfig = Field(default_factory=MixConfig)
     gzip: GzipOptions = Field(default_factory=GzipOptions)
     tokenizer: TokenizerOptions = Field(default_factory=TokenizerOptions)

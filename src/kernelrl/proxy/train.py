@@ -16,8 +16,8 @@ from kernelrl.proxy.mixing import MixedStream
 from kernelrl.proxy.model import ByteLM, LMOutput, ModelConfig, train_flops_per_token
 
 
-class TrainConfig(BaseModel):
-    """Optimiser, shapes and the compute budget (exactly one of tokens or FLOPs).
+class ArmTrainingConfig(BaseModel):
+    """How one arm trains: optimiser, shapes and the compute budget (exactly one of tokens or FLOPs).
 
     A token budget is turned into FLOPs with the byte-only model's cost per token, so every arm
     gets the same FLOPs; an arm whose model costs more per token (a bigger head) takes fewer steps.
@@ -39,7 +39,7 @@ class TrainConfig(BaseModel):
     min_steps: int = Field(2, ge=1, description="fewer steps than this means the budget is too small")
 
     @model_validator(mode="after")
-    def _one_budget(self) -> TrainConfig:
+    def _one_budget(self) -> ArmTrainingConfig:
         if (self.budget_tokens is None) == (self.budget_flops is None):
             raise ValueError("set exactly one of train.budget_tokens and train.budget_flops")
         return self
@@ -108,7 +108,7 @@ def lm_loss(out: LMOutput, targets: torch.Tensor, is_raw: torch.Tensor) -> torch
     return total / targets.numel()
 
 
-def lr_at(step: int, steps: int, cfg: TrainConfig) -> float:
+def lr_at(step: int, steps: int, cfg: ArmTrainingConfig) -> float:
     """Linear warm-up, then cosine decay to `min_lr_ratio * lr`."""
     if step < cfg.warmup_steps:
         return cfg.lr * (step + 1) / cfg.warmup_steps
@@ -126,7 +126,7 @@ def train_arm(
     model_cfg: ModelConfig,
     stream: MixedStream,
     val: tuple[torch.Tensor, torch.Tensor],
-    cfg: TrainConfig,
+    cfg: ArmTrainingConfig,
     steps: int,
     seed: int,
     on_step: Callable[[int, float], None] | None = None,

@@ -32,7 +32,7 @@ class ModelConfig(_Section):
 
 
 class TaskConfig(_Section):
-    """The task family (`kernelrl.train.families`) and its train / held-out split.
+    """The task family (`kernelrl.train.task_family`) and its train / held-out split.
 
     ``tiny-elementwise``: synthetic op chains (`min_ops`..`max_ops`, `rows` x `cols`). ``suite``: real
     KernelBench-format tasks from `suite` (a shipped name such as ``level1`` or a path to a KernelBench

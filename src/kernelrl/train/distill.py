@@ -45,13 +45,13 @@ from kernelrl.rl import (
 )
 from kernelrl.rl.masked import masked_mean
 from kernelrl.train.config import DistillConfig, TrainConfig
-from kernelrl.train.families import TaskFamily, TinyFamily, make_family
 from kernelrl.train.job import eval_config, heldout_eval, run_train, save_weights, seed_everything
 from kernelrl.train.logprobs import response_distributions, response_logprobs
 from kernelrl.train.logs import MetricsLogger, Progress
 from kernelrl.train.model import build_model, clone_model
 from kernelrl.train.rollout import EvalCache
 from kernelrl.train.sft import sft_train
+from kernelrl.train.task_family import TaskFamily, TinyFamily, make_family
 
 Tokens = list[list[int]]
 

@@ -18,12 +18,12 @@ from kernelrl.evaluate import EvalConfig, EvalPool
 from kernelrl.generation import Engine
 from kernelrl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from kernelrl.train.config import TrainConfig
-from kernelrl.train.families import TaskFamily, TinyFamily, make_family
 from kernelrl.train.logs import MetricsLogger, Progress
 from kernelrl.train.model import build_model, encode_answer
 from kernelrl.train.report import write_report
 from kernelrl.train.rollout import EvalCache
 from kernelrl.train.sft import sft_train
+from kernelrl.train.task_family import TaskFamily, TinyFamily, make_family
 from kernelrl.train.trainer import RLTrainer, generate_answers
 
 

@@ -37,11 +37,11 @@ from kernelrl.generation import Engine, SamplingParams
 from kernelrl.rewards import coverage, get_reward
 from kernelrl.rl import ADVANTAGE_ESTIMATORS, episode_returns
 from kernelrl.train.config import TrainConfig, load_config
-from kernelrl.train.families import TaskFamily, make_family
 from kernelrl.train.job import eval_config, run_train
 from kernelrl.train.logs import read_metrics
 from kernelrl.train.model import build_model
 from kernelrl.train.rollout import EvalCache, Rollout, Sample
+from kernelrl.train.task_family import TaskFamily, make_family
 
 ARMS: dict[str, dict[str, Any]] = {
     "baseline": {"reward": "speedup", "prs": "off"},  # no PR, no PRS

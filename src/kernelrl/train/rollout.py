@@ -27,7 +27,7 @@ from kernelrl.generation import (
     PromptGroup,
     SamplingParams,
 )
-from kernelrl.train.families import TaskFamily, TinyFamily, no_code_result
+from kernelrl.train.task_family import TaskFamily, TinyFamily, no_code_result
 
 
 @dataclass

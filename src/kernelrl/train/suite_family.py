@@ -22,8 +22,8 @@ from kernelrl.evaluate import Candidate, EvalResult
 from kernelrl.tasks import load_solutions, load_tasks, resize, suite_path
 from kernelrl.tasks.task import Task
 from kernelrl.train.config import TaskConfig
-from kernelrl.train.families import NO_CODE, Pairs
 from kernelrl.train.model import encode_answer
+from kernelrl.train.task_family import NO_CODE, Pairs
 
 _SENTINEL = "\x00KERNELRL-RESPONSE\x00"
 

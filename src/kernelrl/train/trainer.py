@@ -39,10 +39,10 @@ from kernelrl.rl import (
 )
 from kernelrl.rl.masked import masked_mean
 from kernelrl.train.config import RLConfig
-from kernelrl.train.families import TaskFamily, TinyFamily
 from kernelrl.train.logprobs import pad_responses, response_logprobs
 from kernelrl.train.model import clone_model
 from kernelrl.train.rollout import EvalCache, Rollout, Sample
+from kernelrl.train.task_family import TaskFamily, TinyFamily
 
 
 def lr_lambda(cfg: RLConfig) -> Any:

@@ -1,7 +1,8 @@
 """What the trainer needs from a task family: items, their tasks and prompts, candidates, SFT data, feedback.
 
 `TaskFamily` is the interface; `TinyFamily` wraps the tiny model's synthetic op chains
-(`kernelrl.train.family`), `SuiteFamily` (`kernelrl.train.suite_family`) real KernelBench-format suites.
+(`kernelrl.train.elementwise_chains`), `SuiteFamily` (`kernelrl.train.suite_family`) real
+KernelBench-format suites.
 `make_family` builds the one a `TaskConfig` names.
 """
 
@@ -14,7 +15,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 from kernelrl.evaluate import Candidate, EvalResult
 from kernelrl.evaluate.result import Status
 from kernelrl.tasks.task import Task
-from kernelrl.train import family as tiny
+from kernelrl.train import elementwise_chains as chains
 from kernelrl.train.config import TaskConfig
 from kernelrl.train.model import encode_answer, encode_prompt
 
@@ -65,10 +66,11 @@ def no_code_result(task: Task, backend: str) -> EvalResult:
 
 
 class TinyFamily:
-    """The tiny model's fused elementwise chains (`kernelrl.train.family`), answers are C loop bodies.
+    """The tiny model's fused elementwise chains (`kernelrl.train.elementwise_chains`), answers are C
+    loop bodies.
 
-    ``hybrid=True`` (``task.hybrid``): an answer may leave ops to PyTorch (`family.hybrid_candidate_source`;
-    the gym must run with ``torch_ops="allow"``), and a `lazy_fraction` of the SFT answers are lazy ones
+    ``hybrid=True`` (``task.hybrid``): an answer may leave ops to PyTorch
+    (`elementwise_chains.hybrid_candidate_source`; the gym must run with ``torch_ops="allow"``), and a `lazy_fraction` of the SFT answers are lazy ones
     (one op in C, the rest in torch), so Dr. Kernel's lazy optimisation exists at the start of RL."""
 
     name = "tiny-elementwise"
@@ -83,27 +85,27 @@ class TinyFamily:
 
     @classmethod
     def from_config(cls, cfg: TaskConfig, seed: int) -> TinyFamily:
-        train, held = tiny.split_chains(seed=seed, min_len=cfg.min_ops, max_len=cfg.max_ops, n_train=cfg.n_train,
+        train, held = chains.split_chains(seed=seed, min_len=cfg.min_ops, max_len=cfg.max_ops, n_train=cfg.n_train,
                                         n_heldout=cfg.n_heldout)
         return cls(train, held, cfg.rows, cfg.cols, hybrid=cfg.hybrid, lazy_fraction=cfg.lazy_fraction)
 
     def task(self, item: Hashable) -> Task:
         if item not in self._tasks:
-            self._tasks[item] = tiny.make_task(item, self.rows, self.cols)  # type: ignore[arg-type]
+            self._tasks[item] = chains.make_task(item, self.rows, self.cols)  # type: ignore[arg-type]
         return self._tasks[item]
 
     def tokenizer_corpus(self) -> list[str]:
-        return tiny.tokenizer_corpus(hybrid=self.hybrid)
+        return chains.tokenizer_corpus(hybrid=self.hybrid)
 
     def prompt_ids(self, tok: Any, item: Hashable) -> list[int]:
-        return encode_prompt(tok, tiny.prompt_text(item))  # type: ignore[arg-type]
+        return encode_prompt(tok, chains.prompt_text(item))  # type: ignore[arg-type]
 
     def candidate(self, item: Hashable, text: str) -> Candidate | None:
-        return Candidate(tiny.hybrid_candidate_source(text) if self.hybrid else tiny.candidate_source(text), "cpu")
+        return Candidate(chains.hybrid_candidate_source(text) if self.hybrid else chains.candidate_source(text), "cpu")
 
     def sft_pairs(self, tok: Any, items: list[Hashable], seed: int, per_item: int = 2) -> Pairs:
         """Generated solutions, each op's C form drawn at random (fast and slow ones); in hybrid mode a
-        `lazy_fraction` of them are lazy (`family.lazy_solution`)."""
+        `lazy_fraction` of them are lazy (`elementwise_chains.lazy_solution`)."""
         rng = random.Random(seed)
         lazy = random.Random(seed + 1)
         pairs: Pairs = []
@@ -111,7 +113,7 @@ class TinyFamily:
             chain = cast(tuple[str, ...], c)
             for _ in range(per_item):
                 lazy_one = self.hybrid and lazy.random() < self.lazy_fraction
-                text = tiny.lazy_solution(chain, rng) if lazy_one else tiny.solution(chain, rng)
+                text = chains.lazy_solution(chain, rng) if lazy_one else chains.solution(chain, rng)
                 pairs.append((self.prompt_ids(tok, c), encode_answer(tok, text)))
         return pairs
 
