@@ -52,7 +52,15 @@ def results(out: Path) -> list[tuple[str, int]]:
 
 def test_interrupted_run_resumes_without_repeating_work(tmp_path: Path) -> None:
     suite, out = write_suite(tmp_path / "suite"), tmp_path / "run"
-    with ChatServer(reply) as server:
+    holding = [True]  # in the first run, answers after two finished episodes wait: the interrupt lands mid-run
+
+    def slow_after_two(request: dict[str, Any]) -> dict[str, Any]:
+        answer = reply(request)
+        if holding[0] and len(results(out)) >= 2:
+            answer["sleep"] = 20.0
+        return answer
+
+    with ChatServer(slow_after_two) as server:
         command = kernelrl("bench", "--suite", str(suite), "--policy", "openai", "--model", "m", "--base-url",
                            server.base_url, "--samples", "3", "--turns", "2", "--target-speedup", "0.01",
                            "--out", str(out), "--workers", "1", "--concurrency", "1", "--max-concurrency", "1",
@@ -68,6 +76,7 @@ def test_interrupted_run_resumes_without_repeating_work(tmp_path: Path) -> None:
         finished = results(out)
         assert 2 <= len(finished) < 6
         first_requests = len(server.requests)
+        holding[0] = False
 
         rerun = subprocess.run(command, env=env(), capture_output=True, text=True, timeout=240)
         assert rerun.returncode == 0, rerun.stderr
