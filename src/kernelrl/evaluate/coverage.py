@@ -33,20 +33,23 @@ def coverage_record(samples: Any, own_objects: tuple[str, ...], seconds: float, 
 
 
 def profile_settled(cov: dict[str, Any] | None, min_coverage: float) -> bool:
-    """Whether more samples could not change the coverage verdict. A profile goes on (at most PROFILE_MAX_S)
-    while fallback code leads and neither bound has crossed `min_coverage`; it is settled once the own
-    kernel leads, once even the upper bound is under the threshold (rejected), once the lower bound is over
-    it, or once there are enough samples and the own share is over a third; with too few samples to say
-    anything, not before the candidate has had PROFILE_MIN_S of CPU. Honest kernels settle with the timed
+    """Whether more samples could not change the coverage verdict. It is settled at once when the Wilson
+    lower bound of the own share is over `min_coverage` (an honest kernel: two or three own samples do);
+    otherwise, with too few samples to say anything, not before the candidate has had PROFILE_MIN_S of
+    CPU; then once the own kernel leads, once even the upper bound is under the threshold (rejected), or
+    once there are enough samples and the own share is over a third. A profile goes on (at most
+    PROFILE_MAX_S) while fallback code leads and neither bound has crossed the threshold. Honest kernels settle with the timed
     calls' profile. Counting samples and the candidate's CPU time, not wall time, keeps a loaded machine (a
     candidate that waits for a CPU, or for a judge that waits for one) from ending a profile early."""
     if not cov:
         return True
     own, fallback = cov["own_hits"], cov["fallback_hits"]
     trials = own + fallback
+    if lower_bound(own, trials) >= min_coverage:  # the own kernel's share is over the threshold, however few samples
+        return True
     if trials < MIN_COMPUTE_SAMPLES and cov["cpu_seconds"] < PROFILE_MIN_S:
         return False
-    if fallback <= own or upper_bound(own, trials) < min_coverage or lower_bound(own, trials) >= min_coverage:
+    if fallback <= own or upper_bound(own, trials) < min_coverage:
         return True
     return trials >= MIN_COMPUTE_SAMPLES and fallback <= 2 * own
 

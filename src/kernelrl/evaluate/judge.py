@@ -54,6 +54,7 @@ from kernelrl.evaluate.guards import (
     roofline_ms,
 )
 from kernelrl.evaluate.loading import CANDIDATE_FILE, TASK_FILE, load_module
+from kernelrl.evaluate.perf_sampler import sampling_method
 from kernelrl.evaluate.result import Correctness, EvalResult, StageReport, Status, Timing
 from kernelrl.evaluate.static import run_static_checks
 from kernelrl.tasks.task import Task
@@ -64,7 +65,7 @@ REQUEST_OVERHEAD_SHARE = 0.01  # one round trip is at most this share of a timed
 MIN_REQUEST_MS = 2.0
 KEPT_OUTPUT_BYTES = 64 * 2**20  # outputs of one timed request the candidate keeps alive for checking
 MAX_CALLS_PER_REQUEST = 1000
-SAMPLING_HZ = 1000.0  # the sampler stops a thread ~50 us per sample: ~5% at 1 kHz, both sides alike
+SAMPLING_HZ = {"perf": 2000.0, "ptrace": 1000.0}  # timed calls: perf costs ~nothing; ptrace stops threads
 PROFILE_MORE_HZ = 4000.0  # untimed extra profile: the sampler's cost no longer matters
 PROFILE_LOOK_S = 0.01  # how often an untimed extra profile asks whether it has settled
 CHECKED_CALLS = 16  # calls per timed request whose outputs are spot-checked (the last always, the others at random)
@@ -295,7 +296,7 @@ class Judge:
         # About `timing_trials` calls in all (at least 5 requests), within the time budget.
         requests = max(5, min(math.ceil(cfg.timing_trials / k), int(cfg.timing_budget_s * 1000 / max(k * call_ms, 1e-3))))
         samples: list[float] = []
-        sampler, profile_start, cpu_start = self._start_sampler(SAMPLING_HZ), time.perf_counter(), self.process.cpu_seconds()
+        sampler, profile_start, cpu_start = self._start_sampler(SAMPLING_HZ[sampling_method() or "ptrace"]), time.perf_counter(), self.process.cpu_seconds()
         try:
             for _ in range(requests):
                 order = slots.order(k)
