@@ -28,3 +28,14 @@ def test_nki_prompt_carries_the_tile_rules() -> None:
     task = load_tasks(suite_path(1, backend="nki"))[0]
     text = "\n".join(m["content"] for m in initial_messages(task, PromptConfig(backend="nki")))
     assert "nl.tile_size.pmax" in text and "psum" in text.lower() and "@nki.jit" in text
+
+
+def test_a_suite_family_on_nki_trains_on_the_nki_suite() -> None:
+    """`task.family=suite task.backend=nki task.suite=level1`: NKI tasks, NKI prompts, NKI solutions as SFT pairs."""
+    from kernelrl.train.config import TaskConfig
+    from kernelrl.train.suite_family import SuiteFamily
+
+    family = SuiteFamily.from_config(TaskConfig(family="suite", backend="nki", suite="level1", n_heldout=4), seed=0)
+    ids = {t.id for t in load_tasks(suite_path(1, backend="nki"))}
+    assert set(family.tasks) == ids
+    assert family.solutions and all("@nki.jit" in source for source in family.solutions.values())

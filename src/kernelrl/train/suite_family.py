@@ -28,11 +28,12 @@ from kernelrl.train.task_family import NO_CODE, Pairs
 _SENTINEL = "\x00KERNELRL-RESPONSE\x00"
 
 
-def load_suite(spec: str) -> list[Task]:
-    """Tasks of a shipped suite name (``level1``) or a path (directory, ``.jsonl``, ``.parquet``, ``.py``)."""
+def load_suite(spec: str, backend: str = "cpu") -> list[Task]:
+    """Tasks of a shipped suite name (``level1``: the backend's own suite, e.g. the NKI one for ``nki``) or a
+    path (directory, ``.jsonl``, ``.parquet``, ``.py``)."""
     name = spec.strip().lower()
     if name.startswith("level") and name[5:].isdigit() and not Path(spec).exists():
-        return load_tasks(suite_path(int(name[5:])))
+        return load_tasks(suite_path(int(name[5:]), backend=backend))
     return load_tasks(spec)
 
 
@@ -64,7 +65,7 @@ class SuiteFamily:
     @classmethod
     def from_config(cls, cfg: TaskConfig, seed: int) -> SuiteFamily:
         """Load `cfg.suite`, keep `task_ids` / `tags` (any of them), resize, pair shipped solutions."""
-        raw = load_suite(cfg.suite)
+        raw = load_suite(cfg.suite, cfg.backend)
         if cfg.task_ids:
             missing = set(cfg.task_ids) - {t.id for t in raw}
             if missing:
