@@ -215,3 +215,14 @@ def _running(marker: str) -> list[int]:
         if marker.encode() in command and state not in ("Z", "X"):
             found.append(int(entry))
     return found
+
+
+def test_the_torch_compile_baseline_is_timed_in_the_gym(task: Task) -> None:
+    """`compile_baseline`: the task's reference is compiled by Inductor in a confined child of its own (its
+    precompiled headers exceed a candidate's file-size limit, which killed g++ before) and timed."""
+    config = EvalConfig(compile_baseline=True, correctness_trials=1, timing_trials=5)
+    with EvalPool(workers=1, config=config) as compiled_pool:
+        result = compiled_pool.evaluate(task, Candidate(C.GOOD))
+    assert result.status == Status.OK, result.error
+    assert result.timing.compiled_reference_ms is not None and result.timing.compiled_reference_ms > 0
+    assert result.timing.speedup_vs_compiled is not None

@@ -61,6 +61,7 @@ OUTPUT_HEAD_BYTES = 2048
 OUTPUT_TAIL_BYTES = 2048
 EXIT_GRACE_S = 5.0
 STAGE_ORDER = ("static", "build", "init", "correctness", "timing")
+COMPILE_OUTPUT_LIMIT_MB = 1024  # file-size limit of the torch.compile reference (Inductor's headers)
 
 
 def _sign(key: bytes, payload: str) -> str:
@@ -170,6 +171,9 @@ def _candidate_main(
         signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it; writing past the limit must kill
         os.chdir(workdir)
         os.environ["OMP_NUM_THREADS"] = str(config.num_threads)
+        # torch.compile's cache in the evaluation's own directory: the shared /tmp/torchinductor_<user> may
+        # belong to another uid (the candidate runs as its slot's uid), and must not be shared anyway
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(workdir, "torchinductor")
         import torch
 
         torch.set_num_threads(config.num_threads)
@@ -310,7 +314,11 @@ class Supervisor:
         entry = {"reference_ms": eager.candidate_ms, "reference_spread_ms": eager.candidate_spread_ms,
                  "compiled_reference_ms": None}
         if job["config"].get("compile_baseline"):
-            compiled = self._run_child({**reference_job, "compile_candidate": True}, config).timing
+            # Inductor writes precompiled headers of torch's C++ (100+ MB): the task's own reference, not
+            # candidate code, so its file-size limit is raised (at 64 MB g++ died of SIGXFSZ)
+            limits = {**reference_job["config"], "output_limit_mb": max(config.output_limit_mb, COMPILE_OUTPUT_LIMIT_MB)}
+            compile_job = {**reference_job, "config": limits, "compile_candidate": True}
+            compiled = self._run_child(compile_job, EvalConfig.from_dict(limits)).timing
             entry["compiled_reference_ms"] = compiled.candidate_ms if compiled is not None else None
         return entry
 
@@ -483,6 +491,7 @@ def _kill_group(pid: int) -> None:
 
 
 _PRELOADED: set[str] = set()
+
 
 
 def _preload_for(backend: str) -> None:
