@@ -79,8 +79,9 @@ def test_backend_specific_prompts() -> None:
     assert "triton.jit" in task_prompt(task, PromptConfig(backend="triton"))
     assert "load_cuda" in task_prompt(task, PromptConfig(backend="cuda"))
     assert "`verify`" in task_prompt(task, PromptConfig(tools=True))
+    assert "nl.tile_size.pmax" in task_prompt(task, PromptConfig(backend="nki"))
     with pytest.raises(ValueError, match="no prompt template"):
-        task_prompt(task, PromptConfig(backend="nki"))
+        task_prompt(task, PromptConfig(backend="tpu"))
 
 
 RESULT = {

@@ -52,12 +52,17 @@ def results(out: Path) -> list[tuple[str, int]]:
 
 def test_interrupted_run_resumes_without_repeating_work(tmp_path: Path) -> None:
     suite, out = write_suite(tmp_path / "suite"), tmp_path / "run"
-    holding = [True]  # in the first run, answers after two finished episodes wait: the interrupt lands mid-run
+    # In the first run only the first two episodes asked for are answered at once; the others' answers wait,
+    # so the interrupt lands mid-run however the runner pipelines requests and evaluations.
+    holding, answered = [True], set()
 
     def slow_after_two(request: dict[str, Any]) -> dict[str, Any]:
-        answer = reply(request)
-        if holding[0] and len(results(out)) >= 2:
-            answer["sleep"] = 20.0
+        answer, key = reply(request), episode_key(request)
+        if holding[0] and key not in answered:
+            if len(answered) < 2:
+                answered.add(key)
+            else:
+                answer["sleep"] = 20.0
         return answer
 
     with ChatServer(slow_after_two) as server:

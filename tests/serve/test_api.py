@@ -92,7 +92,7 @@ def test_batch_submission(client: ServeClient) -> None:
         ("malformed_json", 400, "malformed JSON"),
         ("too_large", 413, "too large"),
         ("unknown_task", 404, "unknown task id 'nope'"),
-        ("unknown_backend", 422, "unknown backend 'nki'"),
+        ("unknown_backend", 422, "unknown backend 'tpu'"),
         ("invalid_task", 422, "not a KernelBench-format task"),
         ("both_tasks", 422, "exactly one of"),
         ("bad_config", 422, "unknown EvalConfig fields: bogus"),
@@ -114,7 +114,7 @@ def test_bad_requests_get_a_clear_4xx_and_the_service_keeps_serving(
     elif kind == "unknown_task":
         response = raw.post("/v1/jobs", json={**{k: v for k, v in good.items() if k != "task"}, "task_id": "nope"})
     elif kind == "unknown_backend":
-        response = raw.post("/v1/jobs", json={**good, "candidate": {"source": CHEAP, "backend": "nki"}})
+        response = raw.post("/v1/jobs", json={**good, "candidate": {"source": CHEAP, "backend": "tpu"}})
     elif kind == "invalid_task":
         response = raw.post("/v1/jobs", json={**good, "task": {"id": "x", "source": "print(1)"}})
     elif kind == "both_tasks":
