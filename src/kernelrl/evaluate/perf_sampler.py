@@ -40,6 +40,7 @@ _DATA_PAGES = 64  # 256 KiB of records: ~10 k samples between two drains
 _HEAD_OFFSET, _TAIL_OFFSET = 1024, 1032  # data_head, data_tail in struct perf_event_mmap_page
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
