@@ -100,17 +100,21 @@ def expected_mix(n: int) -> int:
     return x
 
 
-@pytest.fixture(scope="module")
-def lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not sampling_available():
-        pytest.skip("ptrace sampling of a child is not permitted or not supported here")
+def build_busy_library(root: Path) -> Path:
+    """C_SOURCE built as `root/libbusy.so` (skips the test without gcc)."""
     if shutil.which("gcc") is None:
         pytest.skip("gcc is needed to build the test library")
-    root = tmp_path_factory.mktemp("own")
     (root / "busy.c").write_text(C_SOURCE)
     subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", str(root / "libbusy.so"), str(root / "busy.c"),
                     "-lpthread"], check=True)
     return root / "libbusy.so"
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not sampling_available():
+        pytest.skip("ptrace sampling of a child is not permitted or not supported here")
+    return build_busy_library(tmp_path_factory.mktemp("own"))
 
 
 def spawn(lib: Path, mode: str, *extra: str) -> subprocess.Popen:
