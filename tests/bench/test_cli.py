@@ -70,7 +70,10 @@ def test_interrupted_run_resumes_without_repeating_work(tmp_path: Path) -> None:
                            server.base_url, "--samples", "3", "--turns", "2", "--target-speedup", "0.01",
                            "--out", str(out), "--workers", "1", "--concurrency", "1", "--max-concurrency", "1",
                            "--trials", "2", "--timing-trials", "3", "--no-progress")
-        proc = subprocess.Popen(command, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # Ctrl-C as in a terminal: a test run started in the background (SIGINT ignored, as shells do for
+        # `cmd &`) would hand that on, and Python then installs no KeyboardInterrupt handler
+        proc = subprocess.Popen(command, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.monotonic() + 120
         while len(results(out)) < 2 and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.05)
