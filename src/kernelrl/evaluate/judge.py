@@ -351,7 +351,10 @@ class Judge:
             while (now := time.perf_counter()) < start + PROFILE_MAX_S:
                 if now >= next_look:
                     next_look = now + PROFILE_LOOK_S
-                    self._record_coverage(sampler.snapshot(), now - start, self.process.cpu_seconds() - cpu_start)
+                    snapshot = sampler.snapshot()
+                    if snapshot.error:  # recorded once, by the final stop() below
+                        break
+                    self._record_coverage(snapshot, now - start, self.process.cpu_seconds() - cpu_start)
                     if profile_settled(self.result.coverage, self.config.min_coverage):
                         break
                 order = self.slots.order(k)
