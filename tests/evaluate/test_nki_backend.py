@@ -4,8 +4,9 @@ host-side compute get their statuses (the broken kernels live in the red-team co
 
 from __future__ import annotations
 
+from kernelrl.backend_names import BACKEND_NAMES
 from kernelrl.evaluate import Candidate, EvalConfig, EvalPool
-from kernelrl.evaluate.backends import get_backend
+from kernelrl.evaluate.backends import BACKENDS, get_backend
 from kernelrl.tasks import load_solutions
 
 SOLUTIONS = load_solutions("nki")
@@ -25,6 +26,7 @@ def test_every_shipped_nki_solution_is_judged_ok() -> None:
 
 
 def test_backend_is_known_without_a_device() -> None:
+    assert set(BACKEND_NAMES) == set(BACKENDS.names())  # the torch-free name list CLIs and configs use
     backend = get_backend("nki")
     assert not backend.has_device() and not backend.timing_meaningful()
     assert "neuronxcc" in backend.extra_imports and "numpy" in backend.denied_imports

@@ -92,10 +92,11 @@ def test_a_hog_on_the_same_cpu_does_not_starve_the_profile(lib: Path) -> None:
 
 
 def test_threads_created_while_sampling(lib: Path) -> None:
-    samples, used, _ = sample_run(lib, "threads")
+    samples, _, _ = sample_run(lib, "threads")  # the workers have exited: their CPU time is no longer in /proc
     coverage = classify(samples, (str(lib.parent),))
     assert samples.threads_seen >= 4 and coverage.fraction > 0.9, samples
-    assert samples.total >= 0.7 * 4 * 0.4 * HZ / max(1, 4 // len(os.sched_getaffinity(0))) * 0.5, (samples, used)
+    cpu_s = min(4, len(os.sched_getaffinity(0))) * 0.4  # four threads busy for 0.4 s of wall time each
+    assert samples.total >= 0.35 * cpu_s * HZ, samples
 
 
 def test_a_forked_child_is_sampled(lib: Path) -> None:

@@ -16,7 +16,7 @@ from kernelrl.agent.tools import TOOL_SCHEMAS, ToolExecutor
 from kernelrl.evaluate.candidate import Candidate
 from kernelrl.evaluate.config import EvalConfig
 from kernelrl.evaluate.pool import EvalPool
-from kernelrl.rewards.kernel import DEFAULT_REWARD, _result, get_reward
+from kernelrl.rewards.kernel import DEFAULT_REWARD, get_reward
 from kernelrl.tasks.task import Task
 
 RewardFn = Callable[[dict[str, Any] | None], float]
@@ -29,7 +29,7 @@ def default_reward(result: dict[str, Any] | None, name: str = DEFAULT_REWARD, **
     0 for a turn without code (``result=None``)."""
     if result is None:
         return 0.0
-    return float(get_reward(name, **options)(_result(result)))
+    return float(get_reward(name, **options)(result))
 
 
 @dataclass

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kernelrl.backend_names import BACKEND_NAMES
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmark a policy on a task suite", description=__doc__)
@@ -32,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--feedback-tokens", type=int, help="token budget of one feedback message (default 512)")
     p.add_argument("--target-speedup", type=float, help="stop an episode once a correct kernel is this fast")
     p.add_argument("--tools", action="store_true", default=None, help="tool-calling variant (compile/verify/profile)")
-    p.add_argument("--backend", choices=["cpu", "triton", "cuda", "nki"], help="kernel backend (default cpu)")
+    p.add_argument("--backend", choices=BACKEND_NAMES, help="kernel backend (default cpu)")
     p.add_argument("--out", default="runs/bench", help="run directory (results.jsonl, report.md, plots/)")
     p.add_argument("--workers", type=int, help="evaluation workers (default: one per core or GPU)")
     p.add_argument("--concurrency", type=int, help="episodes in flight (default 8)")

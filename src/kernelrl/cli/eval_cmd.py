@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from kernelrl.backend_names import BACKEND_NAMES
 from kernelrl.tasks.examples import example_path
 
 DEFAULT_TASK = "scale_bias_relu.py"
@@ -25,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="evaluate a candidate kernel against a task", description=__doc__)
     p.add_argument("--task", help="task file (KernelBench format); default: the shipped example")
     p.add_argument("--candidate", help="candidate file defining ModelNew; default: the shipped example kernel")
-    p.add_argument("--backend", choices=["cpu", "triton", "cuda", "nki"], default="cpu")
+    p.add_argument("--backend", choices=BACKEND_NAMES, default="cpu")
     p.add_argument("--json", action="store_true", help="print the full EvalResult as JSON")
     p.add_argument("--trials", type=int, default=5, help="correctness trials")
     p.add_argument("--timing-trials", type=int, default=20)

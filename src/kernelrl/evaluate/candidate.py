@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-BACKENDS = ("cpu", "triton", "cuda", "nki")
+from kernelrl.backend_names import BACKEND_NAMES as BACKENDS
 
 
 @dataclass

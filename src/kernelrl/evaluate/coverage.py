@@ -65,14 +65,21 @@ def coverage_failure(cov: dict[str, Any] | None, min_coverage: float) -> str | N
             f"{', '.join(name for name, _ in cov['top'])}); do the computation in your kernel")
 
 
+def _wilson(successes: float, trials: float, z: float) -> tuple[float, float]:
+    """(centre, half-width) of the Wilson score interval of a proportion, both over its denominator."""
+    p = successes / trials
+    denominator = 1 + z * z / trials
+    centre = p + z * z / (2 * trials)
+    margin = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials))
+    return centre / denominator, margin / denominator
+
+
 def lower_bound(successes: float, trials: float, z: float = 2.0) -> float:
     """Wilson score lower bound of a proportion (~97.5% one-sided at z=2); 0.0 without trials."""
     if trials <= 0:
         return 0.0
-    p = successes / trials
-    centre = p + z * z / (2 * trials)
-    margin = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials))
-    return max(0.0, (centre - margin) / (1 + z * z / trials))
+    centre, margin = _wilson(successes, trials, z)
+    return max(0.0, centre - margin)
 
 
 def upper_bound(successes: float, trials: float, z: float = 2.0) -> float:
@@ -81,7 +88,5 @@ def upper_bound(successes: float, trials: float, z: float = 2.0) -> float:
     honest kernel (a few samples, some in libtorch allocating its output) is never rejected by chance."""
     if trials <= 0:
         return 1.0
-    p = successes / trials
-    centre = p + z * z / (2 * trials)
-    margin = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials))
-    return min(1.0, (centre + margin) / (1 + z * z / trials))
+    centre, margin = _wilson(successes, trials, z)
+    return min(1.0, centre + margin)

@@ -16,7 +16,6 @@ seccomp filter denies it anyway (`evaluate.confine`).
 
 from __future__ import annotations
 
-import bisect
 import ctypes
 import functools
 import mmap
@@ -25,7 +24,7 @@ import platform
 import struct
 import time
 
-from kernelrl.evaluate.sampler import PcSampler, PcSamples, _parse_maps, sampling_available
+from kernelrl.evaluate.sampler import PcSampler, PcSamples, _parse_maps, mapped_name, sampling_available
 
 _SYSCALL_PERF_EVENT_OPEN = {"x86_64": 298, "aarch64": 241}
 _PERF_TYPE_SOFTWARE, _PERF_COUNT_SW_TASK_CLOCK = 1, 1
@@ -200,10 +199,9 @@ class PerfSampler:
                         break
                     cached = (text, *_parse_maps(text))
                     self._maps[who] = cached
-                _, starts, ends, names = cached
-                i = bisect.bisect_right(starts, ip) - 1
-                if i >= 0 and ip < ends[i]:
-                    return names[i]
+                name = mapped_name(*cached[1:], ip)
+                if name is not None:
+                    return name
         return "[anon]"
 
 

@@ -25,6 +25,7 @@ from kernelrl.native import CompileError
 class Runner:
     def __init__(self, channel: Channel, backend: str, device: str, guards: bool) -> None:
         self.channel, self.backend, self.device, self.guards = channel, backend, torch.device(device), guards
+        self.tile_errors = _tile_errors(backend)
         self.model_new: type | None = None
         self.model: torch.nn.Module | None = None
         self.arenas: dict[str, Arena] = {}
@@ -40,7 +41,7 @@ class Runner:
                 return
             try:
                 reply = getattr(self, "op_" + str(request.get("op")))(request)
-            except NKI_ERRORS as exc:  # a tile rule the NKI compiler enforces, found while interpreting
+            except self.tile_errors as exc:  # a tile rule the NKI compiler enforces, found while interpreting
                 reply = {"ok": False, "status": "compile_error", "message": str(exc)}
             except CompileError as exc:
                 from kernelrl.evaluate.feedback import compile_error_text
@@ -68,15 +69,15 @@ class Runner:
             from kernelrl.evaluate.inline_cuda import install_compile_only
 
             install_compile_only()  # no GPU: torch's load_inline compiles the candidate's sources, runs nothing
-        try:
-            if self.backend == "nki":
-                from kernelrl.nki.interpret import nki_modules
+        shim: Any = contextlib.nullcontext()
+        if self.backend == "nki":
+            from kernelrl.nki.interpret import nki_modules
 
-                with nki_modules():  # `import neuronxcc.nki` resolves to the interpreter (without the SDK)
-                    module = load_module(self.source, CANDIDATE_FILE, "kernelrl_candidate")
-            else:
+            shim = nki_modules()  # `import neuronxcc.nki` resolves to the interpreter (without the SDK)
+        try:
+            with shim:
                 module = load_module(self.source, CANDIDATE_FILE, "kernelrl_candidate")
-        except (CompileError, *NKI_ERRORS):
+        except (CompileError, *self.tile_errors):
             raise
         except Exception as exc:  # an import-time failure is the candidate's build failing
             return {"ok": False, "status": "compile_error", "message": describe_exception(exc)}
@@ -132,38 +133,34 @@ class Runner:
         return self._counted_call(request["sets"])
 
     def _counted_call(self, sets: list[str]) -> dict[str, Any]:
-        from kernelrl.evaluate.guards import OpCounter, spawned_processes
+        """Forward on each set under the in-process counters (feedback, not proof): kernel calls, torch ops,
+        child processes; under the NKI interpreter also its estimated cost and the outputs no kernel
+        returned (host-side compute)."""
+        from kernelrl.evaluate.guards import OpCounter, spawned_processes, tensors
         from kernelrl.evaluate.kernel_calls import kernel_calls_total
 
         assert self.model is not None
         before = kernel_calls_total()
         counter = OpCounter() if self.guards else contextlib.nullcontext()
-        if self.backend == "nki":
-            return self._counted_nki_call(sets, counter)
-        with torch.no_grad(), counter:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(torch.no_grad())
+            stack.enter_context(counter)
+            if self.backend == "nki":
+                from kernelrl.nki.interpret import collect_costs, collect_outputs
+
+                cost, made = stack.enter_context(collect_costs()), stack.enter_context(collect_outputs())
             for name in sets:
                 self.kept.append(self.model(*self.inputs[name]))
             self._synchronizer()()
-        ops = dict(counter.compute) if self.guards else {}
-        return {"ok": True, "kernel_calls": kernel_calls_total() - before, "torch_ops": ops,
-                "processes": spawned_processes() if self.guards else 0}
-
-    def _counted_nki_call(self, sets: list[str], counter: Any) -> dict[str, Any]:
-        """Forward under the NKI interpreter: kernel runs, their estimated cost, and outputs that no kernel
-        returned (host-side compute). Reported from this process, so feedback, not proof."""
-        from kernelrl.evaluate.guards import spawned_processes
-        from kernelrl.nki.interpret import collect_costs, collect_outputs
-
-        assert self.model is not None
-        with torch.no_grad(), counter, collect_costs() as cost, collect_outputs() as made:
-            for name in sets:
-                self.kept.append(self.model(*self.inputs[name]))
-        produced = {t.untyped_storage().data_ptr() for t in made}
-        returned = [t for out in self.kept for t in _tensors(out)]
-        foreign = sum(1 for t in returned if t.untyped_storage().data_ptr() not in produced)
-        ops = dict(counter.compute) if self.guards else {}
-        return {"ok": True, "kernel_calls": cost.kernels, "torch_ops": ops, "nki_cost": {**cost.to_dict(), "forwards": len(sets)},
-                "foreign_outputs": foreign, "processes": spawned_processes() if self.guards else 0}
+        reply = {"ok": True, "kernel_calls": kernel_calls_total() - before,
+                 "torch_ops": dict(counter.compute) if self.guards else {},
+                 "processes": spawned_processes() if self.guards else 0}
+        if self.backend == "nki":
+            produced = {t.untyped_storage().data_ptr() for t in made}
+            returned = [t for out in self.kept for t in tensors(out)]
+            reply |= {"kernel_calls": cost.kernels, "nki_cost": {**cost.to_dict(), "forwards": len(sets)},
+                      "foreign_outputs": sum(t.untyped_storage().data_ptr() not in produced for t in returned)}
+        return reply
 
     def op_describe(self, request: dict[str, Any]) -> dict[str, Any]:
         """Where the outputs of the listed calls live: tensors as (address, shape, dtype), other values as JSON."""
@@ -205,22 +202,13 @@ class Runner:
         return lambda: None
 
 
-def _tensors(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, list | tuple):
-        return [t for v in value for t in _tensors(v)]
-    return []
-
-
-def _nki_errors() -> tuple[type[BaseException], ...]:
-    """The NKI interpreter's compile error, where the package is importable (it always is: kernelrl.nki)."""
+def _tile_errors(backend: str) -> tuple[type[BaseException], ...]:
+    """The NKI interpreter's compile error for the nki backend (imported only there), else nothing."""
+    if backend != "nki":
+        return ()
     from kernelrl.nki.rules import NkiCompileError
 
     return (NkiCompileError,)
-
-
-NKI_ERRORS = _nki_errors()
 
 
 def serve_candidate(sock_fd: int, backend: str, device: str, guards: bool) -> None:

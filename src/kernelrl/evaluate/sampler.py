@@ -190,6 +190,12 @@ def _parse_maps(text: str) -> tuple[list[int], list[int], list[str]]:
     return starts, ends, names
 
 
+def mapped_name(starts: list[int], ends: list[int], names: list[str], address: int) -> str | None:
+    """The name of the mapping (from `_parse_maps`) that holds `address`, or None."""
+    i = bisect.bisect_right(starts, address) - 1
+    return names[i] if i >= 0 and address < ends[i] else None
+
+
 def _proc_state(tgid: int, tid: int) -> str:
     """One-letter /proc state of thread `tid` ("" when it is gone)."""
     try:
@@ -467,10 +473,9 @@ class PcSampler:
                 parsed = cached[1:] if cached is not None and cached[1] == text else (text, *_parse_maps(text))
                 cached = (now, *parsed)
                 self._maps[tgid] = cached
-            _, _, starts, ends, names = cached
-            i = bisect.bisect_right(starts, pc) - 1
-            if i >= 0 and pc < ends[i]:
-                return names[i]
+            name = mapped_name(cached[2], cached[3], cached[4], pc)
+            if name is not None:
+                return name
         return "[unknown]"
 
 

@@ -12,7 +12,7 @@ import threading
 from typing import Any
 
 from kernelrl.evaluate.result import EvalResult
-from kernelrl.rewards.kernel import DEFAULT_REWARD, _result, get_reward
+from kernelrl.rewards.kernel import DEFAULT_REWARD, get_reward
 from kernelrl.tasks.task import Task
 
 _CLIENT: Any = None
@@ -23,7 +23,7 @@ def reward_from_result(result: EvalResult | dict[str, Any], reward: str = DEFAUL
                        options: dict[str, Any] | None = None) -> float:
     """The `kernelrl.rewards.REWARDS` entry `reward` (default `DEFAULT_REWARD`) with `options`, of an
     `EvalResult` or its dict. An unknown name raises KeyError listing the known ones."""
-    return float(get_reward(reward, **(options or {}))(_result(result)))
+    return float(get_reward(reward, **(options or {}))(result))
 
 
 def reward_settings(kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -9,6 +9,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from kernelrl.backend_names import BACKEND_NAMES
 from kernelrl.rewards.kernel import DEFAULT_REWARD, REWARDS
 
 PRESET_DIR = Path(__file__).parent / "presets"
@@ -46,7 +47,7 @@ class TaskConfig(_Section):
     rows: int = Field(512, ge=1)
     cols: int = Field(1024, ge=1)
     suite: str = "level1"
-    backend: Literal["cpu", "triton", "cuda", "nki"] = "cpu"
+    backend: Literal[BACKEND_NAMES] = "cpu"
     task_ids: list[str] = Field(default_factory=list)  # keep only these task ids (empty: all)
     tags: list[str] = Field(default_factory=list)  # keep tasks with any of these tags (empty: all)
     profile: str | None = None  # a size profile from the tasks' metadata, e.g. "gpu"
