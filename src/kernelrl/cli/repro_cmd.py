@@ -1,9 +1,11 @@
 """`kernelrl repro TARGET`: reproduce a paper's findings at CPU scale, with a report under a run directory.
 
 Targets: ``drkernel`` (Dr. Kernel: lazy optimisation with and without PR + PRS in hybrid mode, GRPO's
-self-inclusion bias vs TRLOO on multi-turn returns, sequential test-time scaling; ~10 min on 2 cores).
+self-inclusion bias vs TRLOO on multi-turn returns, sequential test-time scaling; ~10 min on 2 cores);
+``nki-agent`` (NKI-Agent: tool use vs single shot with the same policy on the NKI suite, compile vs
+execution reward by best-of-n and a tiny GRPO run; a few minutes on 2 cores).
 `--smoke` runs a seconds-sized version; `key=value` pairs right after the target (or `--set key=value`,
-anywhere) override the training config.
+anywhere) override the training config (drkernel) or the repro's settings (nki-agent).
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("repro", help="reproduce a paper's findings at CPU scale (drkernel)", description=__doc__)
-    p.add_argument("target", choices=["drkernel"])
+    p = sub.add_parser("repro", help="reproduce a paper's findings at CPU scale (drkernel, nki-agent)", description=__doc__)
+    p.add_argument("target", choices=["drkernel", "nki-agent"])
     p.add_argument("--out", default=None, help="run directory (default runs/repro-<target>)")
     p.add_argument("--smoke", action="store_true", help="a seconds-sized run (for tests)")
     p.add_argument("--print-config", action="store_true", help="print the resolved training config and exit")
@@ -24,6 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.target == "nki-agent":
+        return run_nki_agent(args)
     from kernelrl.train.repro_drkernel import repro_config, rewrite_report, run_drkernel
 
     cfg = repro_config(args.smoke, [*args.overrides, *args.set])
@@ -39,5 +43,35 @@ def run(args: argparse.Namespace) -> int:
     a = res["lazy"]
     print("lazy share (first -> last step): " + ", ".join(
         f"{arm} {d['lazy_share'][0]:.2f} -> {d['lazy_share'][-1]:.2f}" for arm, d in a.items() if d["lazy_share"]))
+    print(f"report: {out}/report.md ({res['times']['total_s']:.0f} s)")
+    return 0
+
+
+def run_nki_agent(args: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+    import sys
+
+    from kernelrl.agent.repro_nki import NkiAgentConfig, run_nki_agent
+    from kernelrl.agent.repro_nki_report import rewrite_report
+
+    try:
+        cfg = NkiAgentConfig.build(args.smoke, [*args.overrides, *args.set])
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        print(json.dumps(dataclasses.asdict(cfg), indent=1))
+        return 0
+    out = args.out or f"runs/repro-{args.target}{'-smoke' if args.smoke else ''}"
+    if args.report_only:
+        rewrite_report(out)
+        print(f"report: {out}/report.md")
+        return 0
+    res = run_nki_agent(cfg, out)
+    a, g = res["tool_use"], res["grpo"]
+    print(f"pass rate single shot {a['single_shot']['pass_rate']:.3f} -> with tools {a['tools']['pass_rate']:.3f}; "
+          f"GRPO pass rate SFT {g['sft']['pass_rate']:.3f} -> compile reward {g['compile']['after']['pass_rate']:.3f}, "
+          f"execution reward {g['execution']['after']['pass_rate']:.3f}")
     print(f"report: {out}/report.md ({res['times']['total_s']:.0f} s)")
     return 0

@@ -29,7 +29,8 @@ from kernelrl.agent.records import Usage
 COMPILE_KINDS = frozenset({"partition", "psum", "missing_load"})
 
 
-def _stable(*parts: object) -> int:
+def stable_seed(*parts: object) -> int:
+    """A seed from `parts` that is the same in every process (unlike `hash` of a str)."""
     return zlib.crc32("|".join(map(str, parts)).encode())
 
 
@@ -62,7 +63,7 @@ class NkiDraftPolicy:
         """The mistakes of the episode's first draft (the same with and without tools)."""
         if task_id in self.forced:
             return self.forced[task_id]
-        rng = random.Random(_stable(self.seed, task_id, sample, "draft"))
+        rng = random.Random(stable_seed(self.seed, task_id, sample, "draft"))
         return frozenset(k for k in applicable(self.solutions[task_id]) if rng.random() < self.mistake_rate)
 
     def mistakes_in(self, task_id: str, code: str) -> frozenset[str] | None:
@@ -85,7 +86,7 @@ class NkiDraftPolicy:
         if mistakes is None:
             mistakes, feedback = self.first_draft(task_id, context.sample), ""
         kind = diagnose(feedback) if feedback else None
-        fixed = kind in mistakes and random.Random(_stable(self.seed, task_id, context.sample, attempt)).random() < self.fix_rate
+        fixed = kind in mistakes and random.Random(stable_seed(self.seed, task_id, context.sample, attempt)).random() < self.fix_rate
         if fixed:
             mistakes = mistakes - {kind}
         draft = with_mistakes(self.solutions[task_id], mistakes)
