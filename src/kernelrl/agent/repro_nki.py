@@ -50,7 +50,7 @@ class NkiAgentConfig:
     rl_tasks: int = 6  # tasks per step
     rl_group: int = 8  # drafts per task (the GRPO group)
     rl_lr: float = 1.0  # SGD on the logits
-    eval_samples: int = 8  # (b2) drafts per task to measure the pass rate before and after
+    eval_samples: int = 16  # (b2) drafts per task to measure the pass rate before and after
     compile_reward: str = "compile"
     execution_reward: str = "speedup"  # the default reward; on the interpreter it is 1 per correct kernel
     correctness_trials: int = 2
@@ -142,16 +142,13 @@ def best_of_n(cfg: NkiAgentConfig, policy: NkiDraftPolicy, cache: Any, task_ids:
     for label, name in (("compile", cfg.compile_reward), ("execution", cfg.execution_reward)):
         reward = get_reward(name)
         scores = {key: reward(r) for key, r in results.items()}
-        picked, top_correct = [], []
+        picked = []
         for task in task_ids:
             keys = [(task, s) for s in range(cfg.best_of)]
             best = max(scores[k] for k in keys)
-            top = [k for k in keys if scores[k] == best]
-            picked.append(_mean(correct[k] for k in top))  # expected correctness of a uniform tie-break
-            top_correct.extend(correct[k] for k in top)
+            picked.append(_mean(correct[k] for k in keys if scores[k] == best))  # a uniform tie-break
         positive = [correct[k] for k in results if scores[k] > 0]
         out[label] = {"reward": name, "selected_correct": _mean(picked),
-                      "reward_maximising_correct": _mean(top_correct),
                       "rewarded_answers": len(positive), "rewarded_correct": _mean(positive)}
     return out
 
@@ -169,6 +166,7 @@ def grpo(cfg: NkiAgentConfig, solutions: dict[str, str], cache: Any, task_ids: l
     kinds = {t: applicable(solutions[t]) for t in task_ids}
     history: dict[str, list[Any]] = {"reward": [], "correct": [], "compiled": [], "expected_pass": [], "mistake_p": []}
     order = random.Random(cfg.seed)
+    by_kind: dict[str, dict[str, list[float]]] = {k: {"with": [], "without": []} for k in MISTAKES}
 
     def expected_pass(p: list[float]) -> float:
         return _mean(math.prod(1 - p[MISTAKES.index(k)] for k in kinds[t]) for t in task_ids)
@@ -194,6 +192,9 @@ def grpo(cfg: NkiAgentConfig, solutions: dict[str, str], cache: Any, task_ids: l
         (grad,) = torch.autograd.grad(loss, logits)
         with torch.no_grad():
             logits -= cfg.rl_lr * grad
+        for (_, made, app), value in zip(draws, rewards.tolist(), strict=True):
+            for k in app:
+                by_kind[k]["with" if k in made else "without"].append(value)
         history["reward"].append(float(rewards.mean()))
         history["correct"].append(_mean(bool(r.correct) for r in results))
         history["compiled"].append(_mean(get_reward("compile")(r) for r in results))
@@ -202,7 +203,9 @@ def grpo(cfg: NkiAgentConfig, solutions: dict[str, str], cache: Any, task_ids: l
     final = torch.sigmoid(logits).tolist()
     history["expected_pass"].append(expected_pass(final))
     history["mistake_p"].append([round(x, 4) for x in final])
-    return {"reward": reward_name, "history": history, "final_mistake_p": dict(zip(MISTAKES, final, strict=True))}
+    kind_reward = {k: {side: _mean(v) for side, v in d.items()} for k, d in by_kind.items()}
+    return {"reward": reward_name, "history": history, "final_mistake_p": dict(zip(MISTAKES, final, strict=True)),
+            "kind_reward": kind_reward}
 
 
 def measured_pass(cfg: NkiAgentConfig, solutions: dict[str, str], cache: Any, task_ids: list[str],
