@@ -77,8 +77,9 @@ def report(r: dict[str, Any]) -> str:
               "missing_store and tiling compile and earn it in full. "
               + (f"Drafts with {', '.join(favoured)} earned at least as much compile reward as drafts without"
                  + (f", and GRPO made {', '.join(rose)} more likely" if rose else "")
-                 + ": a level-1 kernel without its `nl.store` also loses the store's value expression (all its compute), "
-                   "and with it the compute on HBM a missing `nl.load` breaks on, so it compiles."
+                 + ". Checked for missing_store: a level-1 kernel without its `nl.store` also loses the store's value "
+                   "expression (all its compute), and with it the compute on HBM a missing `nl.load` breaks on, so it "
+                   "compiles. Other cases are not analysed here; these means pool all steps, early and late policies mixed."
                  if favoured else "No mistake earned more compile reward than its absence here."), ""]
     lines += [f"Time: {r['times']['total_s']:.0f} s (tool use {r['times']['tool_use_s']:.0f} s).", ""]
     return "\n".join(lines)
