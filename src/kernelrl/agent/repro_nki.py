@@ -18,12 +18,12 @@ set by hand, and tasks without a shipped reference kernel are beyond it (counted
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import dataclasses
 import json
 import math
 import random
 import time
-from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,8 +33,10 @@ from kernelrl.agent.policies.nki_draft import NkiDraftPolicy, stable_seed
 from kernelrl.evaluate.candidate import Candidate
 from kernelrl.evaluate.config import EvalConfig
 from kernelrl.evaluate.pool import EvalPool
+from kernelrl.evaluate.result import EvalResult
 from kernelrl.rewards import get_reward
-from kernelrl.tasks import Task, load_solutions, load_tasks, suite_path
+from kernelrl.tasks import Task, load_task, load_tasks, suite_path
+from kernelrl.tasks.suites import SOLUTIONS_DIR
 
 
 @dataclass
@@ -81,26 +83,33 @@ class NkiAgentConfig:
         return base
 
 
-class _Drafts:
-    """Duck-types the `TaskFamily` slice `train.rollout.EvalCache` needs: items are task ids, answers code."""
+class DraftCache:
+    """Gym verdicts keyed by (task id, source): identical drafts are judged once. The same idea as
+    `train.rollout.EvalCache`, which needs a `TaskFamily` and imports the generation engine and transformers
+    (seconds); drafts here are plain sources of suite tasks."""
 
-    def __init__(self, tasks: dict[str, Task]) -> None:
-        self.tasks, self.backend = tasks, "nki"
+    def __init__(self, pool: EvalPool, tasks: dict[str, Task]) -> None:
+        self.pool, self.tasks = pool, tasks
+        self._futures: dict[tuple[str, str], cf.Future[EvalResult]] = {}
+        self.submitted = self.hits = 0
 
-    def task(self, item: Hashable) -> Task:
-        return self.tasks[str(item)]
+    def submit(self, task_id: str, source: str) -> cf.Future[EvalResult]:
+        key = (task_id, source)
+        if key in self._futures:
+            self.hits += 1
+        else:
+            self._futures[key] = self.pool.submit(self.tasks[task_id], Candidate(source, "nki"))
+            self.submitted += 1
+        return self._futures[key]
 
-    def candidate(self, item: Hashable, answer: str) -> Candidate:
-        return Candidate(answer, "nki")
 
-
-def tool_use(cfg: NkiAgentConfig, tasks: list[Task], pool: EvalPool, out: Path) -> dict[str, Any]:
+def tool_use(cfg: NkiAgentConfig, tasks: list[Task], solutions: dict[str, str], pool: EvalPool, out: Path) -> dict[str, Any]:
     """(a): the same policy over the suite, first answer only vs the compile/verify tools."""
     from kernelrl.agent.episode import EpisodeConfig
     from kernelrl.agent.prompts import PromptConfig
     from kernelrl.bench import BenchConfig, run_bench
 
-    policy = NkiDraftPolicy(cfg.mistake_rate, cfg.fix_rate, cfg.seed,
+    policy = NkiDraftPolicy(cfg.mistake_rate, cfg.fix_rate, cfg.seed, solutions=solutions,
                             name=f"nki-draft(m={cfg.mistake_rate},f={cfg.fix_rate},seed={cfg.seed})")
     evalc = EvalConfig(correctness_trials=cfg.correctness_trials, measure_timing=False)
     arms: dict[str, Any] = {}
@@ -131,7 +140,7 @@ def tool_use(cfg: NkiAgentConfig, tasks: list[Task], pool: EvalPool, out: Path) 
     return result
 
 
-def best_of_n(cfg: NkiAgentConfig, policy: NkiDraftPolicy, cache: Any, task_ids: list[str]) -> dict[str, Any]:
+def best_of_n(cfg: NkiAgentConfig, policy: NkiDraftPolicy, cache: DraftCache, task_ids: list[str]) -> dict[str, Any]:
     """(b1): n first drafts per task; what each reward ranks first, and how often that answer is correct."""
     futures = {(task, s): cache.submit(task, with_mistakes(policy.solutions[task], policy.first_draft(task, 10_000 + s)))
                for task in task_ids for s in range(cfg.best_of)}
@@ -153,7 +162,7 @@ def best_of_n(cfg: NkiAgentConfig, policy: NkiDraftPolicy, cache: Any, task_ids:
     return out
 
 
-def grpo(cfg: NkiAgentConfig, solutions: dict[str, str], cache: Any, task_ids: list[str], reward_name: str) -> dict[str, Any]:
+def grpo(cfg: NkiAgentConfig, solutions: dict[str, str], cache: DraftCache, task_ids: list[str], reward_name: str) -> dict[str, Any]:
     """(b2): GRPO on the drafter's mistake logits with one reward; the gym judges every draft."""
     import torch
 
@@ -208,7 +217,7 @@ def grpo(cfg: NkiAgentConfig, solutions: dict[str, str], cache: Any, task_ids: l
             "kind_reward": kind_reward}
 
 
-def measured_pass(cfg: NkiAgentConfig, solutions: dict[str, str], cache: Any, task_ids: list[str],
+def measured_pass(cfg: NkiAgentConfig, solutions: dict[str, str], cache: DraftCache, task_ids: list[str],
                   mistake_p: dict[str, float]) -> dict[str, float]:
     """Pass and compile rates the gym measures for `eval_samples` drafts per task at these mistake rates."""
     futures = []
@@ -225,17 +234,19 @@ def measured_pass(cfg: NkiAgentConfig, solutions: dict[str, str], cache: Any, ta
 def run_nki_agent(cfg: NkiAgentConfig, out: str | Path, pool: EvalPool | None = None) -> dict[str, Any]:
     """Run (a) and (b); write results.json, report.md and nki-agent.png under `out`."""
     from kernelrl.agent.repro_nki_report import write_report
-    from kernelrl.train.rollout import EvalCache
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    tasks = load_tasks(suite_path(backend="nki"))
-    if cfg.task_ids:
-        unknown = set(cfg.task_ids) - {t.id for t in tasks}
+    root = suite_path(backend="nki")
+    if cfg.task_ids:  # load only these (a smoke run should not pay for the whole suite)
+        unknown = [t for t in cfg.task_ids if not (root / f"{t}.py").is_file()]
         if unknown:
-            raise ValueError(f"task_ids not in the NKI suite: {sorted(unknown)}")
-        tasks = [t for t in tasks if t.id in cfg.task_ids]
-    solutions = {s.task.id: s.source for s in load_solutions("nki") if s.task.id in {t.id for t in tasks}}
+            raise ValueError(f"task_ids not in the NKI suite {root}: {unknown}")
+        tasks = [load_task(root / f"{t}.py") for t in cfg.task_ids]
+    else:
+        tasks = load_tasks(root)
+    kernels = SOLUTIONS_DIR / "nki"  # the shipped reference kernels, read by path (no task loading)
+    solutions = {t.id: (kernels / f"{t.id}.py").read_text() for t in tasks if (kernels / f"{t.id}.py").is_file()}
     if not solutions:
         raise ValueError("none of the chosen tasks has a shipped NKI reference kernel: nothing to draft from")
     own = pool is None
@@ -245,9 +256,9 @@ def run_nki_agent(cfg: NkiAgentConfig, out: str | Path, pool: EvalPool | None = 
     try:
         t0 = time.perf_counter()
         results: dict[str, Any] = {"config": dataclasses.asdict(cfg)}
-        results["tool_use"] = tool_use(cfg, tasks, pool, out)
+        results["tool_use"] = tool_use(cfg, tasks, solutions, pool, out)
         times["tool_use_s"] = time.perf_counter() - t0
-        cache = EvalCache(pool, _Drafts({t.id: t for t in tasks}))
+        cache = DraftCache(pool, {t.id: t for t in tasks})
         ids = sorted(solutions)
         policy = NkiDraftPolicy(cfg.mistake_rate, cfg.fix_rate, cfg.seed, solutions=solutions)
         results["best_of_n"] = best_of_n(cfg, policy, cache, ids)
