@@ -17,7 +17,7 @@ from kernelrl.cli import main
 from kernelrl.evaluate import EvalPool
 from kernelrl.evaluate.candidate import Candidate
 from kernelrl.rewards import get_reward
-from kernelrl.tasks import load_solutions
+from kernelrl.tasks import load_solutions, suite_path
 
 RELU = "level1/01_ReLU"
 
@@ -66,10 +66,13 @@ def test_repro_nki_agent_smoke(pool: EvalPool, tmp_path: Path) -> None:
     assert f"{a['tools']['pass_rate']:.3f}" in (tmp_path / "report.md").read_text()
 
 
-def test_repro_cli_and_policy_reject_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+def test_repro_cli_and_policy_reject_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["repro", "nki-agent", "--smoke", "--print-config"]) == 0
     assert json.loads(capsys.readouterr().out)["rl_steps"] == 1
     assert main(["repro", "nki-agent", "rl_step=3", "--smoke"]) == 2
     assert "bad override 'rl_step=3'" in capsys.readouterr().err
+    relu = str(suite_path(1, backend="nki") / "01_ReLU.py")
+    assert main(["bench", "--suite", relu, "--policy", "nki-draft", "--out", str(tmp_path / "run")]) == 2
+    assert "--policy nki-draft writes NKI kernels only; pass --backend nki" in capsys.readouterr().err
     with pytest.raises(ValueError, match="unknown kind"):
         NkiDraftPolicy(forced={RELU: {"partition", "typo"}})
