@@ -60,6 +60,17 @@ class NkiAgentConfig:
     seed: int = 0
     task_ids: list[str] = field(default_factory=list)  # empty: the whole NKI suite
 
+    def __post_init__(self) -> None:
+        for name in ("samples", "max_tool_calls", "best_of", "rl_tasks", "rl_group", "eval_samples",
+                     "correctness_trials", "workers"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.rl_steps < 0:
+            raise ValueError(f"rl_steps must be >= 0, got {self.rl_steps}")
+        for name in ("mistake_rate", "fix_rate"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+
     @classmethod
     def build(cls, smoke: bool = False, overrides: list[str] | None = None) -> NkiAgentConfig:
         base = cls(samples=2, max_tool_calls=4, best_of=2, rl_steps=1, rl_tasks=1, rl_group=2, eval_samples=1,
@@ -72,7 +83,7 @@ class NkiAgentConfig:
             current = getattr(base, key)
             if isinstance(current, list):
                 parsed: Any = [v for v in value.split(",") if v]
-            elif isinstance(current, bool | int | float):
+            elif isinstance(current, int | float):
                 try:
                     parsed = type(current)(value)
                 except ValueError:
@@ -80,6 +91,7 @@ class NkiAgentConfig:
             else:
                 parsed = value
             setattr(base, key, parsed)
+        base.__post_init__()
         return base
 
 

@@ -65,7 +65,11 @@ def run_nki_agent(args: argparse.Namespace) -> int:
         return 0
     out = args.out or f"runs/repro-{args.target}{'-smoke' if args.smoke else ''}"
     if args.report_only:
-        rewrite_report(out)
+        try:
+            rewrite_report(out)
+        except FileNotFoundError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         print(f"report: {out}/report.md")
         return 0
     res = run_nki_agent(cfg, out)

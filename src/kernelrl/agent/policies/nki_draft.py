@@ -86,7 +86,8 @@ class NkiDraftPolicy:
         if mistakes is None:
             mistakes, feedback = self.first_draft(task_id, context.sample), ""
         kind = diagnose(feedback) if feedback else None
-        fixed = kind in mistakes and random.Random(stable_seed(self.seed, task_id, context.sample, attempt)).random() < self.fix_rate
+        repair = random.Random(stable_seed(self.seed, task_id, context.sample, context.turn, attempt))
+        fixed = kind in mistakes and repair.random() < self.fix_rate
         if fixed:
             mistakes = mistakes - {kind}
         draft = with_mistakes(self.solutions[task_id], mistakes)
