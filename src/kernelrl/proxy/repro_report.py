@@ -110,11 +110,12 @@ def plot(r: dict[str, Any], path: Path) -> None:
 
     xs = [s["non_embedding_params"] for s in r["sizes"]]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
-    for arm in r["arms"]:
-        left.plot(xs, r["bpb"][arm], marker="o", label=arm)
+    for i, arm in enumerate(r["arms"]):
+        color = f"C{i}"  # one colour per arm in both panels
+        left.plot(xs, r["bpb"][arm], marker="o", color=color, label=arm)
         if arm != BASELINE:
-            right.plot(xs, r["gaps"][arm], marker="o", label=arm)
-    right.axhline(0.0, color="black", linewidth=1, label="byte-only")
+            right.plot(xs, r["gaps"][arm], marker="o", color=color, label=arm)
+    right.axhline(0.0, color="C0", linewidth=1, linestyle="--", label=f"{BASELINE} (byte-only)")
     for ax, ylabel in ((left, "bits per raw validation byte"), (right, "gap: arm BPB - byte-only BPB")):
         ax.set_xscale("log")
         ax.set_xlabel("non-embedding parameters")
