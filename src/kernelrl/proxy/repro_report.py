@@ -85,14 +85,14 @@ def report(r: dict[str, Any]) -> str:
         "",
     ]
     ms, me = r["machine_start"], r["machine_end"]
-    prep = {a["name"]: a["compressor"].get("prepare_seconds") for a in sizes[0]["arms"]}
+    prep = {a["name"]: a["compressor"].get("prepare_seconds") for a in sizes[0]["arms"] if a["name"] != TOKENS_ONLY}
     prep_txt = ", ".join(f"{k} {v:.0f} s" for k, v in prep.items() if v is not None)
     lines += [
         f"Corpus: {c['train_files']} train files ({c['train_bytes']:,} bytes, documents of at most "
         f"{cfg['corpus']['chunk_bytes']} bytes), {c['val_files']} validation files "
         f"({c['val_eval_bytes']:,} bytes evaluated), split by file. Context {tr['seq_len']}, batch "
         f"{tr['batch_size']}, lr {tr['lr']}, mix p(compressed) {cfg['mix']['p_compressed']}.",
-        f"Preparation (once, shared by all sizes): {prep_txt}.",
+        f"Preparation (once, shared by all sizes; {TOKENS_ONLY} reuses the tokenizer's): {prep_txt}.",
         f"Machine: {ms['cpu_count']} CPUs, {ms['torch_threads']} torch thread(s), load average "
         f"{ms['loadavg_1_5_15'][0]:.2f} at start and {me['loadavg_1_5_15'][0]:.2f} at end (shared). "
         f"Total wall time {r['wall_seconds']:.0f} s, process CPU time {r['process_cpu_seconds']:.0f} s.",
@@ -107,6 +107,7 @@ def plot(r: dict[str, Any], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     xs = [s["non_embedding_params"] for s in r["sizes"]]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
@@ -118,6 +119,8 @@ def plot(r: dict[str, Any], path: Path) -> None:
     right.axhline(0.0, color="C0", linewidth=1, linestyle="--", label=f"{BASELINE} (byte-only)")
     for ax, ylabel in ((left, "bits per raw validation byte"), (right, "gap: arm BPB - byte-only BPB")):
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())  # label the sizes only; minor labels overlap
+        ax.set_xticks(xs, [f"{x:,}" for x in xs])
         ax.set_xlabel("non-embedding parameters")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
