@@ -96,5 +96,5 @@ def test_smoke_repro_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[st
     (out / "report.md").unlink()
     assert main(["repro", "proxy", "--out", str(out), "--report-only"]) == 0
     assert (out / "report.md").read_text() == report
-    assert main(["repro", "proxy", "--smoke", "sizes=[]", "--out", str(out)]) == 2
+    assert main(["repro", "proxy", "--smoke", "--set", "sizes=[]", "--out", str(out)]) == 2
     assert "sizes" in capsys.readouterr().err

@@ -47,7 +47,8 @@ def report(r: dict[str, Any]) -> str:
         "**Metric.** Bits per raw validation byte (lower is better), every validation byte once. Byte "
         "arms predict raw bytes inside `<raw>` segments. The tokenizer-only arm (a model trained only on "
         "the tokenizer's ids) is scored as the total NLL of the validation text's token ids, in bits, "
-        "divided by the number of raw bytes of that text. **Gap** = arm BPB - byte-only BPB "
+        "divided by the number of raw bytes of that text (document sentinels are scored in neither kind "
+        "of arm). **Gap** = arm BPB - byte-only BPB "
         "(negative: the arm beats byte-only).",
         "",
         "| size (non-embedding params) | budget FLOPs | " + " | ".join(arms) + " |",
@@ -61,11 +62,12 @@ def report(r: dict[str, Any]) -> str:
               "|---|" + "---|" * len(gap_arms)]
     for i, s in enumerate(sizes):
         lines.append(f"| {_size_name(s)} | " + " | ".join(f"{r['gaps'][a][i]:+.4f}" for a in gap_arms) + " |")
-    lines += ["", "Steps taken per arm (same FLOPs; the tokenizer vocabulary costs head FLOPs):", "",
+    lines += ["", "Steps per arm and the raw text they covered in any view (same FLOPs; the tokenizer "
+              "vocabulary costs head FLOPs, compressed views cover more text per token):", "",
               "| size | " + " | ".join(arms) + " |", "|---|" + "---|" * len(arms)]
     for s in sizes:
-        steps = {a["name"]: a["steps"] for a in s["arms"]}
-        lines.append(f"| {_size_name(s)} | " + " | ".join(str(steps[a]) for a in arms) + " |")
+        done = {a["name"]: f"{a['steps']} ({a['mix']['source_bytes'] / 1e3:,.0f} kB)" for a in s["arms"]}
+        lines.append(f"| {_size_name(s)} | " + " | ".join(done[a] for a in arms) + " |")
     lines += ["", "## Direction of the effect", ""]
     lines += [_verdict(a, r["trends"][a], sizes) for a in gap_arms if a in r["trends"]]
     proxies = [a for a in gap_arms if a != TOKENS_ONLY]
