@@ -17,10 +17,14 @@ def _verdict(arm: str, t: dict[str, Any], sizes: list[dict[str, Any]]) -> str:
     wins = [_size_name(sizes[i]).split(" (")[0] for i in t["better_than_bytes_at"]]
     won = f"beats byte-only at {', '.join(wins)}" if wins else "beats byte-only at no size"
     shape = "monotonically" if t["monotone"] else "not monotonically"
+    if (t["first"] < 0) != (t["last"] < 0):
+        size = "crosses zero"
+    else:
+        size = "shrinks" if abs(t["last"]) < abs(t["first"]) else "grows"
     return (
         f"- **{arm}**: gap {t['first']:+.4f} at the smallest size -> {t['last']:+.4f} at the largest "
-        f"(change {t['change']:+.4f}, {t['slope_per_decade']:+.4f} per 10x params, {shape}): it moves "
-        f"{side} as the model grows; {won}."
+        f"(change {t['change']:+.4f}, {t['slope_per_decade']:+.4f} per 10x params, {shape}): the gap "
+        f"{size}, moving {side} as the model grows; {won}."
     )
 
 
