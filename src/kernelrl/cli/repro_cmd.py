@@ -1,11 +1,13 @@
 """`kernelrl repro TARGET`: reproduce a paper's findings at CPU scale, with a report under a run directory.
 
 Targets: ``drkernel`` (Dr. Kernel: lazy optimisation with and without PR + PRS in hybrid mode, GRPO's
-self-inclusion bias vs TRLOO on multi-turn returns, sequential test-time scaling; ~10 min on 2 cores);
+self-inclusion bias vs TRLOO on multi-turn returns, sequential test-time scaling; ~10 min on 2 cores),
+``proxy`` (proxy compression: byte-only vs compressed-view arms vs a tokenizer-only baseline at
+equal FLOPs over three model sizes, the gap to byte-only against size; minutes on 2 cores) and
 ``nki-agent`` (NKI-Agent: tool use vs single shot with the same policy on the NKI suite, compile vs
 execution reward by best-of-n and a tiny GRPO run; a few minutes on 2 cores).
 `--smoke` runs a seconds-sized version; `key=value` pairs right after the target (or `--set key=value`,
-anywhere) override the training config (drkernel) or the repro's settings (nki-agent).
+anywhere) override the config.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("repro", help="reproduce a paper's findings at CPU scale (drkernel, nki-agent)", description=__doc__)
-    p.add_argument("target", choices=["drkernel", "nki-agent"])
+    p = sub.add_parser("repro", help="reproduce a paper's findings at CPU scale (drkernel, proxy, nki-agent)",
+                       description=__doc__)
+    p.add_argument("target", choices=["drkernel", "proxy", "nki-agent"])
     p.add_argument("--out", default=None, help="run directory (default runs/repro-<target>)")
     p.add_argument("--smoke", action="store_true", help="a seconds-sized run (for tests)")
     p.add_argument("--print-config", action="store_true", help="print the resolved training config and exit")
@@ -26,6 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.target == "proxy":
+        return run_proxy(args)
     if args.target == "nki-agent":
         return run_nki_agent(args)
     from kernelrl.train.repro_drkernel import repro_config, rewrite_report, run_drkernel
@@ -78,4 +83,29 @@ def run_nki_agent(args: argparse.Namespace) -> int:
           f"GRPO pass rate SFT {g['sft']['pass_rate']:.3f} -> compile reward {g['compile']['after']['pass_rate']:.3f}, "
           f"execution reward {g['execution']['after']['pass_rate']:.3f}")
     print(f"report: {out}/report.md ({res['times']['total_s']:.0f} s)")
+    return 0
+
+
+def run_proxy(args: argparse.Namespace) -> int:
+    import sys
+
+    from kernelrl.proxy.repro_scaling import repro_config, rewrite_report, run_scaling
+
+    out = args.out or f"runs/repro-proxy{'-smoke' if args.smoke else ''}"
+    try:
+        if args.report_only:
+            rewrite_report(out)
+            print(f"report: {out}/report.md")
+            return 0
+        cfg = repro_config(args.smoke, [*args.overrides, *args.set])
+        if args.print_config:
+            print(cfg.to_yaml())
+            return 0
+        res = run_scaling(cfg, out)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"kernelrl repro proxy: {err}", file=sys.stderr)
+        return 2
+    for arm, t in res["trends"].items():
+        print(f"{arm}: gap to bytes {t['first']:+.4f} -> {t['last']:+.4f} (smallest -> largest size)")
+    print(f"report: {out}/report.md ({res['wall_seconds']:.0f} s wall, {res['process_cpu_seconds']:.0f} s CPU)")
     return 0

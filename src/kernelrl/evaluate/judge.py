@@ -69,6 +69,7 @@ SAMPLING_HZ = {"perf": 2000.0, "ptrace": 1000.0}  # timed calls: perf costs ~not
 PROFILE_MORE_HZ = 4000.0  # untimed extra profile: the sampler's cost no longer matters
 PROFILE_LOOK_S = 0.01  # how often an untimed extra profile asks whether it has settled
 CHECKED_CALLS = 16  # calls per timed request whose outputs are spot-checked (the last always, the others at random)
+MIN_CHECKED_CALLS = 32  # checked calls per measurement: more requests when k is small (within the timing budget)
 
 
 class Judge:
@@ -267,6 +268,8 @@ class Judge:
         if cached:
             timing.reference_ms, timing.reference_spread_ms = cached["reference_ms"], cached["reference_spread_ms"]
             timing.compiled_reference_ms = cached.get("compiled_reference_ms")
+            if cached.get("compiled_reference_note"):
+                self.result.notes.append(cached["compiled_reference_note"])
             timing.reference_cached = True
         else:
             self.result.notes.append("no reference timing was available: speedup not computed")
@@ -292,9 +295,11 @@ class Judge:
         call_ms = max((warm_ms - round_trip) / max(1, cfg.warmup), 1e-4)
         out_bytes = max(1, sum(t.numel() * t.element_size() for t in next(iter(expected.values()))))
         k = math.ceil(max(MIN_REQUEST_MS, round_trip / REQUEST_OVERHEAD_SHARE) / call_ms)
-        k = max(1, min(k, MAX_CALLS_PER_REQUEST, KEPT_OUTPUT_BYTES // out_bytes))
+        k = max(1, min(k, MAX_CALLS_PER_REQUEST, KEPT_OUTPUT_BYTES // out_bytes, slots.count()))
         # About `timing_trials` calls in all (at least 5 requests), within the time budget.
-        requests = max(5, min(math.ceil(cfg.timing_trials / k), int(cfg.timing_budget_s * 1000 / max(k * call_ms, 1e-3))))
+        # A candidate that makes its first calls slow gets k = 1; it still meets MIN_CHECKED_CALLS checks.
+        wanted = max(math.ceil(cfg.timing_trials / k), math.ceil(MIN_CHECKED_CALLS / min(k, CHECKED_CALLS)))
+        requests = max(5, min(wanted, int(cfg.timing_budget_s * 1000 / max(k * call_ms, 1e-3))))
         samples: list[float] = []
         sampler, profile_start, cpu_start = self._start_sampler(SAMPLING_HZ[sampling_method() or "ptrace"]), time.perf_counter(), self.process.cpu_seconds()
         try:
@@ -468,7 +473,7 @@ def task_failure(what: str, exc: BaseException) -> StageFailed:
     return StageFailed(Status.RUNTIME_ERROR, f"{what}: {cause + ' (' + text + ')' if cause else text}{where}")
 
 
-MAX_SLOTS = 64
+MAX_SLOTS = MAX_CALLS_PER_REQUEST  # a request never repeats a slot, so k is at most the slot count
 SLOT_BYTES = 32 * 2**20  # input copies shared with the candidate for timing
 
 
@@ -476,7 +481,8 @@ class InputSlots:
     """Copies of the timing input sets in shared memory, one per slot; a timed request gives each call a
     slot of its own, and the slots a request used are refilled with another set's values before the
     next. An output cached by input address (or object) is then wrong on the next use of that slot,
-    and within a request no slot repeats. `content[slot]` is the set a slot holds now."""
+    and within a request no slot repeats (k is capped at the slot count). `content[slot]` is the set a
+    slot holds now."""
 
     def __init__(self, process: CandidateProcess, sets: dict[str, list[Any]], rng: random.Random, on_device: bool) -> None:
         self.sets, self.names, self.rng = sets, list(sets), rng
@@ -486,13 +492,16 @@ class InputSlots:
         self.shared = process.send_inputs("slots", {slot: sets[name] for slot, name in self.content.items()})
         self.refillable = not on_device and len(self.names) > 1  # device copies live in the candidate
         self.was_mutated = False
+        self.previous = ""  # the set the last call held
+
+    def count(self) -> int:
+        return len(self.content)
 
     def order(self, k: int) -> list[str]:
-        """k slots for one request: distinct while there are enough, in random order."""
-        slots = list(self.content)
-        order: list[str] = []
-        while len(order) < k:
-            order += self.rng.sample(slots, min(len(slots), k - len(order)))
+        """k slots for one request (`changing_order`), continuing from the last request's last call."""
+        order = changing_order(self.content, k, self.rng, self.previous)
+        if order:
+            self.previous = self.content[order[-1]]
         return order
 
     def refill(self, used: list[str] | None = None) -> None:
@@ -512,6 +521,27 @@ class InputSlots:
         """Whether a call changed its inputs: a used slot differed (bitwise) from the set the judge had put
         there when it was refilled, or a slot differs now."""
         return self.was_mutated or any(mutated(_to_cpu(self.sets[name]), self.shared[slot]) for slot, name in self.content.items())
+
+
+def changing_order(content: dict[str, str], k: int, rng: random.Random, previous: str = "") -> list[str]:
+    """k of the slots in `content` (slot -> the set it holds), distinct while there are enough, in random
+    order, where no call holds the same set as the call before it (the first: `previous`) while a slot
+    with another set is free. Every call then changes the inputs: an answer reused because the input
+    looks or is unchanged (a few probe elements compared, or all of it) is wrong on any call, not only
+    after the few set changes a random order would have."""
+    order: list[str] = []
+    while len(order) < k:
+        free: dict[str, list[str]] = {}
+        for slot in rng.sample(list(content), len(content)):
+            free.setdefault(content[slot], []).append(slot)
+        for _ in range(min(len(content), k - len(order))):
+            left = sum(len(slots) for slots in free.values())
+            others = [name for name, slots in free.items() if slots and name != previous]
+            crowded = [name for name in others if 2 * len(free[name]) > left]  # else its slots end up in a row
+            name = crowded[0] if crowded else rng.choice(others) if others else previous
+            order.append(free[name].pop())
+            previous = name
+    return order
 
 
 @dataclass

@@ -62,6 +62,7 @@ OUTPUT_TAIL_BYTES = 2048
 EXIT_GRACE_S = 5.0
 STAGE_ORDER = ("static", "build", "init", "correctness", "timing")
 COMPILE_OUTPUT_LIMIT_MB = 1024  # file-size limit of the torch.compile reference (Inductor's headers)
+COMPILE_TIMEOUT_S = 600.0  # its correctness stage, which runs Inductor's compile
 
 
 def _sign(key: bytes, payload: str) -> str:
@@ -315,11 +316,18 @@ class Supervisor:
                  "compiled_reference_ms": None}
         if job["config"].get("compile_baseline"):
             # Inductor writes precompiled headers of torch's C++ (100+ MB): the task's own reference, not
-            # candidate code, so its file-size limit is raised (at 64 MB g++ died of SIGXFSZ)
-            limits = {**reference_job["config"], "output_limit_mb": max(config.output_limit_mb, COMPILE_OUTPUT_LIMIT_MB)}
+            # candidate code, so its file-size limit is raised (at 64 MB g++ died of SIGXFSZ), and Inductor's
+            # compile (in the first forward, a minute or more on a busy machine) gets COMPILE_TIMEOUT_S
+            timeouts = {**(reference_job["config"].get("timeouts") or {})}
+            timeouts["correctness"] = max(float(timeouts.get("correctness", config.timeouts.correctness)), COMPILE_TIMEOUT_S)
+            limits = {**reference_job["config"], "output_limit_mb": max(config.output_limit_mb, COMPILE_OUTPUT_LIMIT_MB),
+                      "timeouts": timeouts}
             compile_job = {**reference_job, "config": limits, "compile_candidate": True}
-            compiled = self._run_child(compile_job, EvalConfig.from_dict(limits)).timing
-            entry["compiled_reference_ms"] = compiled.candidate_ms if compiled is not None else None
+            compiled = self._run_child(compile_job, EvalConfig.from_dict(limits))
+            entry["compiled_reference_ms"] = compiled.timing.candidate_ms if compiled.timing is not None else None
+            if entry["compiled_reference_ms"] is None:
+                reason = (compiled.error or "no time was measured").strip().splitlines()
+                entry["compiled_reference_note"] = f"torch.compile baseline not timed ({compiled.status}): {reason[-1][:300] if reason else ''}"
         return entry
 
     def _run_child(self, job: dict[str, Any], config: EvalConfig) -> EvalResult:
