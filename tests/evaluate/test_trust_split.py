@@ -13,8 +13,8 @@ import time
 import pytest
 
 from kernelrl.evaluate import Candidate, EvalConfig, EvalPool, Status
-from kernelrl.evaluate.judge import changing_order
 from kernelrl.evaluate.sampler import sampling_available
+from kernelrl.evaluate.timing_inputs import changing_order
 from kernelrl.tasks import Task
 from tests.evaluate import candidates as C
 
