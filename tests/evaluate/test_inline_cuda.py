@@ -183,26 +183,28 @@ def test_cuda_home_is_found_from_nvcc_on_path() -> None:
 @pytest.mark.slow
 def test_load_inline_cuda_candidates_compile_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     """Real nvcc builds against torch's headers (~1.5-3 min each on two shared, busy cores, hence the long
-    build limits); the last candidate reuses the first one's nvcc build."""
+    build limits), two at a time on two workers; the last candidate reuses the first one's nvcc build."""
     monkeypatch.setenv("KERNELRL_BUILD_TIMEOUT", "600")
     config = EvalConfig(measure_timing=False, timeouts=StageTimeouts(build=600))
     broken = ONE_KERNEL.replace("fmaxf(x[idx], 0.0f) * scale", "fmaxf(x[idx], 0.0f) * scale_factor")
     wrong_binding = ONE_KERNEL.replace('functions=["scaled_relu_cuda"]', 'functions=["scaled_relu_gpu"]')
-    with EvalPool(workers=1, config=config) as pool:
-        one = pool.evaluate(TASK, Candidate(ONE_KERNEL, backend="cuda"))
+    with EvalPool(workers=2, config=config) as pool:
+        pending = {name: pool.submit(TASK, Candidate(source, backend="cuda"))
+                   for name, source in (("one", ONE_KERNEL), ("two", TWO_KERNELS), ("broken", broken))}
+        one = pending["one"].result()
         assert one.status == Status.COMPILED, one.feedback
         assert "not run" in " ".join(one.notes)
         assert "CUDA_HOME" not in one.feedback
 
-        two = pool.evaluate(TASK, Candidate(TWO_KERNELS, backend="cuda"))
+        unbound = pool.evaluate(TASK, Candidate(wrong_binding, backend="cuda"))  # nvcc build is cached
+        assert unbound.status == Status.COMPILE_ERROR, unbound.feedback
+        assert "scaled_relu_gpu" in unbound.error, unbound.error
+
+        two = pending["two"].result()
         assert two.status == Status.COMPILED, two.feedback
 
-        failed = pool.evaluate(TASK, Candidate(broken, backend="cuda"))
+        failed = pending["broken"].result()
         assert failed.status == Status.COMPILE_ERROR, failed.feedback
         assert f"candidate.py:{_line_of(broken, 'scale_factor')}" in failed.error, failed.error
         assert "scale_factor" in failed.error and "undefined" in failed.error
         assert not any("not run" in n for n in failed.notes)
-
-        unbound = pool.evaluate(TASK, Candidate(wrong_binding, backend="cuda"))  # nvcc build is cached
-        assert unbound.status == Status.COMPILE_ERROR, unbound.feedback
-        assert "scaled_relu_gpu" in unbound.error, unbound.error
