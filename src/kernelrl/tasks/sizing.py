@@ -169,6 +169,20 @@ def estimate_bytes(source: str) -> int:
     return total
 
 
+def _estimate(task_id: str, source: str) -> int:
+    """`estimate_bytes`, with a failure reported as this task's TaskError (the other tasks still load)."""
+    try:
+        return estimate_bytes(source)
+    except Exception as exc:
+        raise TaskError(f"{task_id}: cannot estimate its memory (building it on the meta device failed): "
+                        f"{_first_line(exc)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
+
+
 def _tensor_bytes(obj: Any) -> int:
     import torch
 
@@ -189,7 +203,7 @@ def fit_to_budget(task: Task, max_bytes: int, max_rounds: int = 60, verify: bool
     overrides: dict[str, int] = {}
     source = task.source
     for _ in range(max_rounds):
-        if estimate_bytes(source) <= max_bytes:
+        if _estimate(task.id, source) <= max_bytes:
             break
         constants = {n: v for n, (v, _) in size_constants(source).items() if _scalable(n, v)}
         if not constants:
@@ -214,7 +228,7 @@ def fit_to_budget(task: Task, max_bytes: int, max_rounds: int = 60, verify: bool
         except Exception as exc:
             sizes = ", ".join(f"{k}={v[1]}" for k, v in sorted(result.size_overrides.items()))
             raise TaskError(f"{task.id}: shrunk to fit {max_bytes / 2**20:.1f} MiB ({sizes}) but no longer runs: "
-                            f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}") from None
+                            f"{_first_line(exc)}") from None
     return result
 
 
