@@ -22,7 +22,7 @@ from kernelrl.tasks.sizing import (
     estimate_bytes,
     run_once,
     size_constants,
-    size_tier,
+    size_tiers,
     with_overrides,
 )
 from kernelrl.tasks.task import Task
@@ -41,8 +41,9 @@ def level_dir(root: Path, level: int) -> Path:
 def batch_alone_fits(task: Task, max_bytes: int) -> bool:
     """Would shrinking only the batch-like sizes (to the shrinker's floor of 2) have fitted the budget?"""
     original = with_overrides(task, {n: old for n, (old, _) in task.size_overrides.items()})
+    tiers = size_tiers(original.source)
     batch = {n: min(v, 2) for n, (v, _) in size_constants(original.source).items()
-             if size_tier(n) == 0 and _scalable(n, v)}
+             if tiers[n] == 0 and _scalable(n, v)}
     return estimate_bytes(with_overrides(original, batch).source) <= max_bytes
 
 
@@ -61,7 +62,8 @@ def measure_level(directory: Path, max_bytes: int) -> dict[str, Any]:
             run_once(task.source)
         except Exception as exc:  # a loaded task that does not run is what this bench looks for
             run_failures.append({"task": task.id, "reason": f"{type(exc).__name__}: {exc}"[:300]})
-        changed = {n: list(v) for n, v in task.size_overrides.items() if size_tier(n) == 2}
+        tiers = size_tiers(task.source)  # by name, and what the model is built from (get_init_inputs)
+        changed = {n: list(v) for n, v in task.size_overrides.items() if tiers.get(n) == 2}
         if changed:
             channel_changes.append({"task": task.id, "changed": changed})
             if batch_alone_fits(task, max_bytes):

@@ -1,5 +1,6 @@
 """Shapes met in a real KernelBench checkout (issue 15's measurement, bench/bench_kernelbench_load.py):
-inputs hard-coded to CUDA, a batch that must equal a feature size, hidden sizes given as a list."""
+inputs hard-coded to CUDA, a batch that must equal a feature size, hidden sizes given as a list, channel
+counts whose names do not say so, sizes that take no memory."""
 
 from __future__ import annotations
 
@@ -107,6 +108,36 @@ def get_init_inputs():
 '''
 
 
+# `wide` is a channel count only by role (the model is built from it); `spare` takes no memory at all.
+BUILT_FROM = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, wide):
+        super().__init__()
+        self.conv = nn.Conv2d(3, wide, 3)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+batch_size = 8
+wide = 192
+height = width = 256
+spare = 4096
+
+
+def get_inputs():
+    return [torch.rand(batch_size, 3, height, width)]
+
+
+def get_init_inputs():
+    return [wide]
+'''
+
+
 def _write(directory: Path, files: dict[str, str]) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     for name, source in files.items():
@@ -143,3 +174,10 @@ def test_list_of_hidden_sizes_is_shrunk(tmp_path: Path) -> None:
     assert task.size_overrides["batch_size"] == (64, 2)
     assert {n for n in task.size_overrides} >= {"widths[0]", "widths[1]"}
     assert estimate_bytes(task.source) <= 16 * MiB
+
+
+def test_sizes_the_model_is_built_from_are_kept_and_idle_sizes_left_alone(tmp_path: Path) -> None:
+    level = _write(tmp_path / "level3", {"1_built_from.py": BUILT_FROM})
+    [task] = load_tasks(level, max_bytes=8 * MiB)
+    assert set(task.size_overrides) == {"batch_size", "height", "width"}  # not wide, not spare
+    assert task.size_overrides["batch_size"] == (8, 2)

@@ -137,6 +137,30 @@ def size_tier(name: str) -> int:
     return 0 if BATCH_LIKE.search(base) else 2 if CHANNEL_LIKE.search(base) else 1
 
 
+def size_tiers(source: str) -> dict[str, int]:
+    """`size_tier` of each size constant, where a size the model is built from (used by get_init_inputs()
+    or a class, directly or through other module-level names) counts as a channel/feature count."""
+    tree = parse_module(source, "<task>")
+    uses: dict[str, set[str]] = {}
+    roots: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            names = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+            for target in node.targets:
+                for t in ast.walk(target):
+                    if isinstance(t, ast.Name):
+                        uses.setdefault(t.id, set()).update(names)
+        elif isinstance(node, ast.ClassDef) or (isinstance(node, ast.FunctionDef) and node.name == "get_init_inputs"):
+            roots |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    built_from, todo = set(), list(roots)
+    while todo:
+        name = todo.pop()
+        if name not in built_from:
+            built_from.add(name)
+            todo.extend(uses.get(name, ()))
+    return {n: 2 if size_tier(n) == 1 and _base(n) in built_from else size_tier(n) for n in size_constants(source)}
+
+
 def _scalable(name: str, value: int) -> bool:
     if _base(name) in NOT_SIZES:
         return False
@@ -156,6 +180,8 @@ def _estimate(task_id: str, source: str) -> int:
     """`estimate_bytes`, with a failure reported as this task's TaskError (the other tasks still load)."""
     try:
         return estimate_bytes(source)
+    except ImportError as exc:
+        raise TaskError(f"{task_id}: needs a module that is not installed: {_first_line(exc)}") from None
     except Exception as exc:
         raise TaskError(f"{task_id}: cannot estimate its memory (building it on the meta device failed): "
                         f"{_first_line(exc)}") from None
@@ -190,28 +216,38 @@ def fit_to_budget(task: Task, max_bytes: int, max_rounds: int = 60, verify: bool
 
 
 def _halvings(task: Task, max_bytes: int, max_rounds: int, tied: bool) -> dict[str, int]:
-    """The overrides that fit `max_bytes`; `tied` halves every size that had the chosen one's value with it."""
+    """The overrides that fit `max_bytes`; `tied` halves every size that had the chosen one's value with it.
+    A size whose halving frees no memory (unused, or not a memory size) is left as it is."""
     overrides: dict[str, int] = {}
     original = {n: v for n, (v, _) in size_constants(task.source).items()}
+    tiers, skip = size_tiers(task.source), set()
     source = task.source
+    size = _estimate(task.id, source)
     for _ in range(max_rounds):
-        if _estimate(task.id, source) <= max_bytes:
+        if size <= max_bytes:
             return overrides
-        constants = {n: v for n, (v, _) in size_constants(source).items() if _scalable(n, v)}
+        constants = {n: v for n, (v, _) in size_constants(source).items() if _scalable(n, v) and n not in skip}
         if not constants:
-            raise TaskError(f"{task.id}: does not fit {max_bytes} bytes and has no size constants left to shrink")
-        tier = min(size_tier(n) for n in constants)
-        name = max((n for n in constants if size_tier(n) == tier), key=lambda n: constants[n])
+            raise TaskError(f"{task.id}: does not fit {max_bytes / 2**20:.1f} MiB: still {size / 2**20:.1f} MiB with "
+                            "every size constant shrunk (sizes written as literals in the model or get_inputs() "
+                            "cannot be shrunk)")
+        tier = min(tiers.get(n, 1) for n in constants)
+        name = max((n for n in constants if tiers.get(n, 1) == tier), key=lambda n: constants[n])
         group = [n for n in constants if original.get(n) == original.get(name) and constants[n] == constants[name]]
-        for n in group if tied else [name]:
-            overrides[n] = max(1, math.ceil(constants[n] / 2))
-        source, _ = apply_overrides(task.source, overrides)
+        trial = dict(overrides) | {n: max(1, math.ceil(constants[n] / 2)) for n in (group if tied else [name])}
+        trial_source, _ = apply_overrides(task.source, trial)
+        trial_size = _estimate(task.id, trial_source)
+        if trial_size >= size:
+            skip.update(group if tied else [name])
+            continue
+        overrides, source, size = trial, trial_source, trial_size
     raise TaskError(f"{task.id}: could not fit {max_bytes} bytes within {max_rounds} halvings")
 
 
 def _shrunk(task: Task, overrides: dict[str, int], max_bytes: int) -> Task:
     result = with_overrides(task, overrides)
-    shrunk_channels = sorted(n for n in overrides if size_tier(n) == 2)
+    tiers = size_tiers(task.source)
+    shrunk_channels = sorted(n for n in overrides if tiers.get(n) == 2)
     if shrunk_channels:
         changes = ", ".join(f"{n} {result.size_overrides[n][0]}->{result.size_overrides[n][1]}" for n in shrunk_channels)
         note = f"channel/feature sizes shrunk to fit {max_bytes / 2**20:.1f} MiB: {changes}"
