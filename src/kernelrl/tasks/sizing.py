@@ -53,10 +53,11 @@ def _int_value(node: ast.AST) -> int | None:
 def size_constants(source: str) -> dict[str, tuple[int, ast.AST]]:
     """Module-level integer sizes: name -> (value, node to rewrite).
 
-    Recognised: `N = 4096`, expressions of literals (`N = 2048 * 2`), tuple or list sizes (`shape = (128, 4096)`,
-    `widths = [4096, 4096]`, as `shape[0]`, `shape[1]`), chained (`height = width = 256`) and unpacking (`M, K = 1024, 4096`)
-    assignments. The node is the value to replace in place, or the whole statement where an override
-    is a new assignment after it (chained, unpacking). A later assignment of a name wins."""
+    Recognised: `N = 4096`, expressions of literals (`N = 2048 * 2`), tuple or list sizes
+    (`shape = (128, 4096)`, `widths = [4096, 4096]`, as `shape[0]`, `shape[1]`), chained
+    (`height = width = 256`) and unpacking (`M, K = 1024, 4096`) assignments. The node is the value
+    to replace in place, or the whole statement where an override is a new assignment after it
+    (chained, unpacking). A later assignment of a name wins."""
     found: dict[str, tuple[int, ast.AST]] = {}
     for node in parse_module(source, "<task>").body:
         if not isinstance(node, ast.Assign):
@@ -194,8 +195,8 @@ def _first_line(exc: BaseException) -> str:
 
 def fit_to_budget(task: Task, max_bytes: int, max_rounds: int = 60, verify: bool = True) -> Task:
     """Halve sizes until the task's estimated memory fits `max_bytes`: batch-like sizes first (down to 2),
-    then other sizes, then channel/feature counts only if nothing else is left (noted in `task.notes`);
-    in each tier the largest first. With `verify`, a shrunk task must still build and run one forward
+    then other sizes, then channel/feature counts (`size_tiers`) only if nothing else is left (noted in
+    `task.notes`); in each tier the largest first. With `verify`, a shrunk task must still build and run one forward
     on the CPU (real tensors: the meta device misses shape errors of ops without meta kernels). If it
     does not, sizes that were equal are tried shrunk together (a batch that must match a feature size)."""
     overrides = _halvings(task, max_bytes, max_rounds, tied=False)
