@@ -151,8 +151,11 @@ def size_tiers(source: str) -> dict[str, int]:
                 for t in ast.walk(target):
                     if isinstance(t, ast.Name):
                         uses.setdefault(t.id, set()).update(names)
-        elif isinstance(node, ast.ClassDef) or (isinstance(node, ast.FunctionDef) and node.name == "get_init_inputs"):
-            roots |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.ClassDef):
+            scopes = [n for n in ast.walk(node) if isinstance(n, ast.FunctionDef)]
+            roots |= set().union(*(_free_names(f) for f in scopes)) | _free_names(node, scopes)
+        elif isinstance(node, ast.FunctionDef) and node.name == "get_init_inputs":
+            roots |= _free_names(node)
     built_from, todo = set(), list(roots)
     while todo:
         name = todo.pop()
@@ -162,10 +165,19 @@ def size_tiers(source: str) -> dict[str, int]:
     return {n: 2 if size_tier(n) == 1 and _base(n) in built_from else size_tier(n) for n in size_constants(source)}
 
 
+def _free_names(scope: ast.AST, skip: list[ast.FunctionDef] | None = None) -> set[str]:
+    """Names `scope` reads but does not bind itself (its arguments and assignments are its own)."""
+    inner = {id(n) for f in skip or [] for n in ast.walk(f) if n is not f}
+    nodes = [n for n in ast.walk(scope) if id(n) not in inner]
+    bound = {n.id for n in nodes if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    bound |= {a.arg for a in nodes if isinstance(a, ast.arg)}
+    return {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - bound
+
+
 def _scalable(name: str, value: int) -> bool:
     if _base(name) in NOT_SIZES:
         return False
-    return value >= 4 if size_tier(name) == 0 else value >= MIN_SCALABLE
+    return value >= 3 if size_tier(name) == 0 else value >= MIN_SCALABLE  # a batch halves down to 2
 
 
 def scale_sizes(source: str, factor: float) -> dict[str, int]:
