@@ -13,8 +13,8 @@ import ast
 import math
 import operator
 import re
-from typing import Any
 
+from kernelrl.tasks.footprint import estimate_bytes, run_once
 from kernelrl.tasks.metadata import parse_module
 from kernelrl.tasks.task import Task, TaskError
 
@@ -53,10 +53,11 @@ def _int_value(node: ast.AST) -> int | None:
 def size_constants(source: str) -> dict[str, tuple[int, ast.AST]]:
     """Module-level integer sizes: name -> (value, node to rewrite).
 
-    Recognised: `N = 4096`, expressions of literals (`N = 2048 * 2`), tuple sizes (`shape = (128, 4096)`,
-    as `shape[0]`, `shape[1]`), chained (`height = width = 256`) and unpacking (`M, K = 1024, 4096`)
-    assignments. The node is the value to replace in place, or the whole statement where an override
-    is a new assignment after it (chained, unpacking). A later assignment of a name wins."""
+    Recognised: `N = 4096`, expressions of literals (`N = 2048 * 2`), tuple or list sizes
+    (`shape = (128, 4096)`, `widths = [4096, 4096]`, as `shape[0]`, `shape[1]`), chained
+    (`height = width = 256`) and unpacking (`M, K = 1024, 4096`) assignments. The node is the value
+    to replace in place, or the whole statement where an override is a new assignment after it
+    (chained, unpacking). A later assignment of a name wins."""
     found: dict[str, tuple[int, ast.AST]] = {}
     for node in parse_module(source, "<task>").body:
         if not isinstance(node, ast.Assign):
@@ -65,7 +66,7 @@ def size_constants(source: str) -> dict[str, tuple[int, ast.AST]]:
             name, value = node.targets[0].id, _int_value(node.value)
             if value is not None:
                 found[name] = (value, node.value)
-            elif isinstance(node.value, ast.Tuple):
+            elif isinstance(node.value, ast.Tuple | ast.List):
                 values = [_int_value(e) for e in node.value.elts]
                 if values and all(v is not None for v in values):
                     for i, (v, elt) in enumerate(zip(values, node.value.elts, strict=True)):
@@ -137,10 +138,46 @@ def size_tier(name: str) -> int:
     return 0 if BATCH_LIKE.search(base) else 2 if CHANNEL_LIKE.search(base) else 1
 
 
+def size_tiers(source: str) -> dict[str, int]:
+    """`size_tier` of each size constant, where a size the model is built from (used by get_init_inputs()
+    or a class, directly or through other module-level names) counts as a channel/feature count."""
+    tree = parse_module(source, "<task>")
+    uses: dict[str, set[str]] = {}
+    roots: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            names = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+            for target in node.targets:
+                for t in ast.walk(target):
+                    if isinstance(t, ast.Name):
+                        uses.setdefault(t.id, set()).update(names)
+        elif isinstance(node, ast.ClassDef):
+            scopes = [n for n in ast.walk(node) if isinstance(n, ast.FunctionDef)]
+            roots |= set().union(*(_free_names(f) for f in scopes)) | _free_names(node, scopes)
+        elif isinstance(node, ast.FunctionDef) and node.name == "get_init_inputs":
+            roots |= _free_names(node)
+    built_from, todo = set(), list(roots)
+    while todo:
+        name = todo.pop()
+        if name not in built_from:
+            built_from.add(name)
+            todo.extend(uses.get(name, ()))
+    return {n: 2 if size_tier(n) == 1 and _base(n) in built_from else size_tier(n) for n in size_constants(source)}
+
+
+def _free_names(scope: ast.AST, skip: list[ast.FunctionDef] | None = None) -> set[str]:
+    """Names `scope` reads but does not bind itself (its arguments and assignments are its own)."""
+    inner = {id(n) for f in skip or [] for n in ast.walk(f) if n is not f}
+    nodes = [n for n in ast.walk(scope) if id(n) not in inner]
+    bound = {n.id for n in nodes if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    bound |= {a.arg for a in nodes if isinstance(a, ast.arg)}
+    return {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - bound
+
+
 def _scalable(name: str, value: int) -> bool:
     if _base(name) in NOT_SIZES:
         return False
-    return value >= 4 if size_tier(name) == 0 else value >= MIN_SCALABLE
+    return value >= 3 if size_tier(name) == 0 else value >= MIN_SCALABLE  # a batch halves down to 2
 
 
 def scale_sizes(source: str, factor: float) -> dict[str, int]:
@@ -152,82 +189,97 @@ def scale_sizes(source: str, factor: float) -> dict[str, int]:
     }
 
 
-def estimate_bytes(source: str) -> int:
-    """Bytes of inputs + weights + output of the task, measured on the meta device (nothing allocated)."""
-    import torch
-
-    namespace: dict[str, Any] = {"__name__": "kernelrl_task_estimate"}
-    exec(compile(source, "<task>", "exec"), namespace)
-    with torch.device("meta"):
-        inputs = namespace["get_inputs"]()
-        model = namespace["Model"](*namespace["get_init_inputs"]())
-        total = _tensor_bytes(inputs) + sum(p.numel() * p.element_size() for p in model.parameters())
-        try:
-            total += _tensor_bytes(model(*inputs))
-        except Exception:  # an op without a meta kernel: inputs and weights are still a fair estimate
-            pass
-    return total
+def _estimate(task_id: str, source: str) -> int:
+    """`estimate_bytes`, with a failure reported as this task's TaskError (the other tasks still load)."""
+    try:
+        return estimate_bytes(source)
+    except ImportError as exc:
+        raise TaskError(f"{task_id}: needs a module that is not installed: {_first_line(exc)}") from None
+    except Exception as exc:
+        raise TaskError(f"{task_id}: cannot estimate its memory (building it on the meta device failed): "
+                        f"{_first_line(exc)}") from None
 
 
-def _tensor_bytes(obj: Any) -> int:
-    import torch
-
-    if isinstance(obj, torch.Tensor):
-        return obj.numel() * obj.element_size()
-    if isinstance(obj, list | tuple):
-        return sum(_tensor_bytes(o) for o in obj)
-    if isinstance(obj, dict):
-        return sum(_tensor_bytes(o) for o in obj.values())
-    return 0
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
 
 
 def fit_to_budget(task: Task, max_bytes: int, max_rounds: int = 60, verify: bool = True) -> Task:
     """Halve sizes until the task's estimated memory fits `max_bytes`: batch-like sizes first (down to 2),
-    then other sizes, then channel/feature counts only if nothing else is left (noted in `task.notes`);
-    in each tier the largest first. With `verify`, a shrunk task must still build and run one forward
-    on the CPU (real tensors: the meta device misses shape errors of ops without meta kernels)."""
-    overrides: dict[str, int] = {}
-    source = task.source
-    for _ in range(max_rounds):
-        if estimate_bytes(source) <= max_bytes:
-            break
-        constants = {n: v for n, (v, _) in size_constants(source).items() if _scalable(n, v)}
-        if not constants:
-            raise TaskError(f"{task.id}: does not fit {max_bytes} bytes and has no size constants left to shrink")
-        tier = min(size_tier(n) for n in constants)
-        name = max((n for n in constants if size_tier(n) == tier), key=lambda n: constants[n])
-        overrides[name] = max(1, math.ceil(constants[name] / 2))
-        source, _ = apply_overrides(task.source, overrides)
-    else:
-        raise TaskError(f"{task.id}: could not fit {max_bytes} bytes within {max_rounds} halvings")
+    then other sizes, then channel/feature counts (`size_tiers`) only if nothing else is left (noted in
+    `task.notes`); in each tier the largest first. With `verify`, a shrunk task must still build and run one forward
+    on the CPU (real tensors: the meta device misses shape errors of ops without meta kernels). If it
+    does not, sizes that were equal are tried shrunk together (a batch that must match a feature size)."""
+    overrides = _halvings(task, max_bytes, max_rounds, tied=False)
     if not overrides:
         return task
-    result = with_overrides(task, overrides)
-    shrunk_channels = sorted(n for n in overrides if size_tier(n) == 2)
-    if shrunk_channels:
-        changes = ", ".join(f"{n} {result.size_overrides[n][0]}->{result.size_overrides[n][1]}" for n in shrunk_channels)
-        note = f"channel/feature sizes shrunk to fit {max_bytes / 2**20:.1f} MiB: {changes}"
-        result.notes = f"{result.notes}\n{note}".strip()
+    result = _shrunk(task, overrides, max_bytes)
     if verify:
         try:
             run_once(result.source)
         except Exception as exc:
+            tied = _halvings(task, max_bytes, max_rounds, tied=True)
+            if tied != overrides and _runs(tied_result := _shrunk(task, tied, max_bytes)):
+                return tied_result
             sizes = ", ".join(f"{k}={v[1]}" for k, v in sorted(result.size_overrides.items()))
             raise TaskError(f"{task.id}: shrunk to fit {max_bytes / 2**20:.1f} MiB ({sizes}) but no longer runs: "
-                            f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}") from None
+                            f"{_first_line(exc)}{_cuda_hint(exc)}") from None
     return result
 
 
-def run_once(source: str) -> None:
-    """Build the task's Model and run one forward on CPU tensors (no gradients); raises what it raises."""
-    import torch
+def _halvings(task: Task, max_bytes: int, max_rounds: int, tied: bool) -> dict[str, int]:
+    """The overrides that fit `max_bytes`; `tied` halves every size that had the chosen one's value with it.
+    A size whose halving frees no memory (unused, or not a memory size) is left as it is."""
+    overrides: dict[str, int] = {}
+    original = {n: v for n, (v, _) in size_constants(task.source).items()}
+    tiers, skip = size_tiers(task.source), set()
+    source = task.source
+    size = _estimate(task.id, source)
+    for _ in range(max_rounds):
+        if size <= max_bytes:
+            return overrides
+        constants = {n: v for n, (v, _) in size_constants(source).items() if _scalable(n, v) and n not in skip}
+        if not constants:
+            raise TaskError(f"{task.id}: does not fit {max_bytes / 2**20:.1f} MiB: still {size / 2**20:.1f} MiB with "
+                            "every size constant shrunk (sizes written as literals in the model or get_inputs() "
+                            "cannot be shrunk)")
+        tier = min(tiers.get(n, 1) for n in constants)
+        name = max((n for n in constants if tiers.get(n, 1) == tier), key=lambda n: constants[n])
+        group = [n for n in constants if original.get(n) == original.get(name) and constants[n] == constants[name]]
+        trial = dict(overrides) | {n: max(1, math.ceil(constants[n] / 2)) for n in (group if tied else [name])}
+        trial_source, _ = apply_overrides(task.source, trial)
+        trial_size = _estimate(task.id, trial_source)
+        if trial_size >= size:
+            skip.update(group if tied else [name])
+            continue
+        overrides, source, size = trial, trial_source, trial_size
+    raise TaskError(f"{task.id}: could not fit {max_bytes} bytes within {max_rounds} halvings")
 
-    namespace: dict[str, Any] = {"__name__": "kernelrl_task_check"}
-    exec(compile(source, "<task>", "exec"), namespace)
-    torch.manual_seed(0)
-    with torch.no_grad():
-        model = namespace["Model"](*namespace["get_init_inputs"]())
-        model(*namespace["get_inputs"]())
+
+def _shrunk(task: Task, overrides: dict[str, int], max_bytes: int) -> Task:
+    result = with_overrides(task, overrides)
+    tiers = size_tiers(task.source)
+    shrunk_channels = sorted(n for n in overrides if tiers.get(n) == 2)
+    if shrunk_channels:
+        changes = ", ".join(f"{n} {result.size_overrides[n][0]}->{result.size_overrides[n][1]}" for n in shrunk_channels)
+        note = f"channel/feature sizes shrunk to fit {max_bytes / 2**20:.1f} MiB: {changes}"
+        result.notes = f"{result.notes}\n{note}".strip()
+    return result
+
+
+def _runs(task: Task) -> bool:
+    try:
+        run_once(task.source)
+    except Exception:
+        return False
+    return True
+
+
+def _cuda_hint(exc: BaseException) -> str:
+    if "CUDA" in str(exc):
+        return " (the task puts tensors on a CUDA device, e.g. device='cuda' in get_inputs(); this torch has none)"
+    return ""
 
 
 def with_overrides(task: Task, overrides: dict[str, int]) -> Task:
