@@ -10,6 +10,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=__doc__)
     p.add_argument("--preset", default="tiny-cpu")
     p.add_argument("--out", default=None)
+    p.add_argument("--student-from", default=None, metavar="RUN",
+                   help="start the student from an earlier run's distilled student (or a train run's final policy): "
+                        "a second teacher pair then composes its shift on the first")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
     p.set_defaults(handler=run)
 
@@ -19,6 +22,7 @@ def run(args: argparse.Namespace) -> int:
     from kernelrl.train.distill import run_distill
 
     overrides = list(args.overrides) + ([f"out_dir={args.out}"] if args.out else [])
+    overrides += [f"distill.student_from={args.student_from}"] if args.student_from else []
     cfg = load_config(args.preset, None, overrides)
     summary = run_distill(cfg)
     print(summary["verdict"])
