@@ -53,11 +53,11 @@ _COMMON = ["threads=1", "checkpoint_every=0", "tensorboard=false", "progress=fal
            "distill.student=wide", "distill.kl_mode=reward", "distill.token_coef=1.0", "distill.kl_coef=1.0"]
 #: the CPU-scale setting (about 15 minutes for 3 seeds on 2 cores); `smoke=True` shrinks it to seconds
 DEFAULT = [*_COMMON, "name=repro-direct-opd", "task.n_train=256", "task.n_heldout=24", "task.rows=64", "task.cols=256",
-           "model.hidden_size=64", "model.num_layers=1", "model.num_heads=4", "sft.steps=100",
-           "rl.steps=16", "rl.prompts_per_step=4", "rl.group_size=4", "rl.lr=0.0005", "rl.kl_coef=0.0",
+           "model.hidden_size=64", "model.num_layers=2", "model.num_heads=4", "sft.steps=100",
+           "rl.steps=12", "rl.prompts_per_step=4", "rl.group_size=8", "rl.lr=0.0003", "rl.kl_coef=0.05",
            "eval.workers=2", "eval.heldout_samples=2",
            "distill.student_hidden_size=128", "distill.student_num_layers=2", "distill.student_sft_steps=150",
-           "distill.steps=16", "distill.prompts_per_step=4", "distill.samples_per_prompt=4", "distill.lr=0.0003",
+           "distill.steps=12", "distill.prompts_per_step=4", "distill.samples_per_prompt=8", "distill.lr=0.0003",
            "distill.topk=8"]
 SMOKE = [*_COMMON, "name=repro-direct-opd-smoke", "task.n_train=8", "task.n_heldout=2", "task.min_ops=2",
          "task.max_ops=2", "task.rows=64", "task.cols=256", "eval.sandbox=none", "eval.workers=1", "eval.heldout_samples=2",
@@ -196,6 +196,7 @@ def run_direct_opd(cfg: TrainConfig, out: str | Path, *, seeds: tuple[int, ...] 
 
             results["seeds"][str(seed)] = run_seed(c, out / f"seed{seed}", pool, say)
             results["times"][f"seed{seed}_s"] = time.perf_counter() - t0
+            (out / "results.json").write_text(json.dumps(results, indent=1, default=str))  # the seeds so far
     finally:
         if own:
             pool.close()
