@@ -133,7 +133,8 @@ def opd_step(student: Any, teacher: Any, teacher_ref: Any, anchor: Any, opt: tor
     `anchor` is ``pi_0``, the frozen student start of the KL term. Metrics are measured on the batch
     before the update: ``kl_teacher`` is the exact per-token ``KL(pi_S || pi_T)``, ``kl_teacher_k1``
     its sampled estimate ``mean(log pi_S - log pi_T)``, ``kl_anchor`` the k1 estimate of ``KL(pi_S || pi_0)``,
-    ``opd_reward`` the mean teacher log-ratio ``log pi_T - log pi_Tref`` of the sampled tokens.
+    ``opd_reward`` the mean teacher log-ratio ``log pi_T - log pi_Tref`` of the sampled tokens,
+    ``token_reward`` the mean token reward the update used (before centring; top-K: weighted over candidates).
     """
     topk = d.token_reward == "topk"
     with torch.no_grad():
@@ -147,7 +148,7 @@ def opd_step(student: Any, teacher: Any, teacher_ref: Any, anchor: Any, opt: tor
         loss, rewards = _topk_loss(s_all, t_all, r_all, a_all, mask, d, kl_coef)
     else:
         rewards = _sampled_rewards(t_lp, r_lp, lp.detach(), a_lp, mask, d, kl_coef)
-        adv = token_reward_direct_advantages(None, None, mask, token_rewards=rewards)
+        adv = token_reward_direct_advantages(None, None, mask, token_rewards=_center(rewards, mask) if d.center else rewards)
         # one on-policy epoch: pi_old is the sampling policy, i.e. the student before this update (ratio 1)
         loss = ppo_clip_loss(lp, lp.detach(), adv, mask).loss
         if d.kl_mode == "k3_loss" and kl_coef > 0 and d.objective == "direct_opd":
@@ -181,20 +182,18 @@ def _center(x: torch.Tensor, mask: torch.Tensor, mean_of: torch.Tensor | None = 
 
 def _sampled_rewards(t_lp: torch.Tensor, r_lp: torch.Tensor, lp: torch.Tensor, a_lp: torch.Tensor,
                      mask: torch.Tensor, d: DistillConfig, kl_coef: float) -> torch.Tensor:
-    """Token rewards ``[B, T]`` of the sampled tokens: Direct-OPD (G-OPD Eq. 4-6 with kl_mode=reward) or
+    """Token rewards ``[B, T]`` of the sampled tokens (before centring): Direct-OPD (G-OPD Eq. 4-6 with kl_mode=reward) or
     the reverse-KL baseline ``log pi_T - log pi`` (`opd_token_rewards` with the student as the reference)."""
     if d.objective == "reverse_kl":
-        rewards = d.token_coef * opd_token_rewards(t_lp, lp, mask)
-    elif d.kl_mode == "reward":
-        rewards = opd_regularized_token_rewards(t_lp, r_lp, lp, a_lp, mask, reward_scale=d.token_coef, kl_coef=kl_coef)
-    else:
-        rewards = d.token_coef * opd_token_rewards(t_lp, r_lp, mask)
-    return _center(rewards, mask) if d.center else rewards
+        return d.token_coef * opd_token_rewards(t_lp, lp, mask)
+    if d.kl_mode == "reward":
+        return opd_regularized_token_rewards(t_lp, r_lp, lp, a_lp, mask, reward_scale=d.token_coef, kl_coef=kl_coef)
+    return d.token_coef * opd_token_rewards(t_lp, r_lp, mask)
 
 
 def _topk_loss(s_all: torch.Tensor, t_all: torch.Tensor, r_all: torch.Tensor, a_all: torch.Tensor,
                mask: torch.Tensor, d: DistillConfig, kl_coef: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """(loss, token rewards ``[B, T]``) of top-K Direct-OPD: the student's top-K candidates per position
+    """(loss, token rewards ``[B, T]`` before centring) of top-K Direct-OPD: the student's top-K candidates per position
     (`topk_candidates`), candidate v's advantage ``lambda (log pi_T - log pi_Tref)(v) - beta (log pi - log pi_0)(v)``
     (reverse_kl: ``lambda (log pi_T - log pi)(v)``), weights from `opd_topk_rewards`, one on-policy
     `opd_topk_clipped_loss` step."""
@@ -208,7 +207,6 @@ def _topk_loss(s_all: torch.Tensor, t_all: torch.Tensor, r_all: torch.Tensor, a_
     rewards = (tk.weights * adv).sum(-1)
     if d.center:
         adv = _center(adv, mask, mean_of=rewards)
-        rewards = _center(rewards, mask)
     lp_k = s_all.gather(-1, ids)
     out = opd_topk_clipped_loss(lp_k, lp_k.detach(), adv, tk.weights, mask, coef=1.0)
     return out.loss, rewards

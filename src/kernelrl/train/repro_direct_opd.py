@@ -52,18 +52,19 @@ _COMMON = ["threads=1", "checkpoint_every=0", "tensorboard=false", "progress=fal
            "rl.dynamic_sampling=false", "eval.measure_timing=false", "eval.correctness_trials=1",
            "distill.student=wide", "distill.kl_mode=reward", "distill.token_coef=1.0", "distill.kl_coef=1.0"]
 #: the CPU-scale setting (about 15 minutes for 3 seeds on 2 cores); `smoke=True` shrinks it to seconds
-DEFAULT = [*_COMMON, "name=repro-direct-opd", "task.n_train=256", "task.n_heldout=24", "task.rows=64", "task.cols=256",
-           "model.hidden_size=64", "model.num_layers=2", "model.num_heads=4", "sft.steps=100",
-           "rl.steps=12", "rl.prompts_per_step=4", "rl.group_size=8", "rl.lr=0.0003", "rl.kl_coef=0.05",
+DEFAULT = [*_COMMON, "name=repro-direct-opd", "task.n_train=150", "task.n_heldout=32", "task.min_ops=2",
+           "task.max_ops=2", "task.rows=64", "task.cols=256",
+           "model.hidden_size=64", "model.num_layers=2", "model.num_heads=4", "sft.steps=80",
+           "rl.steps=12", "rl.prompts_per_step=4", "rl.group_size=8", "rl.lr=0.0004", "rl.kl_coef=0.05",
            "eval.workers=2", "eval.heldout_samples=2",
            "distill.student_hidden_size=128", "distill.student_num_layers=2", "distill.student_sft_steps=150",
            "distill.steps=12", "distill.prompts_per_step=4", "distill.samples_per_prompt=8", "distill.lr=0.0003",
            "distill.topk=8"]
-SMOKE = [*_COMMON, "name=repro-direct-opd-smoke", "task.n_train=8", "task.n_heldout=2", "task.min_ops=2",
-         "task.max_ops=2", "task.rows=64", "task.cols=256", "eval.sandbox=none", "eval.workers=1", "eval.heldout_samples=2",
-         "rl.steps=2", "rl.prompts_per_step=2", "rl.group_size=2", "rl.max_new_tokens=24", "sft.steps=4",
-         "distill.student_hidden_size=48", "distill.student_sft_steps=6", "distill.steps=2",
-         "distill.prompts_per_step=2", "distill.samples_per_prompt=2", "distill.topk=4"]
+SMOKE = [*_COMMON, "name=repro-direct-opd-smoke", "task.n_train=4", "task.n_heldout=1", "task.min_ops=2",
+         "task.max_ops=2", "task.rows=64", "task.cols=256", "eval.sandbox=none", "eval.workers=1",
+         "eval.heldout_samples=2", "rl.steps=2", "rl.prompts_per_step=1", "rl.group_size=2", "rl.max_new_tokens=16",
+         "sft.steps=2", "distill.student_hidden_size=48", "distill.student_sft_steps=3", "distill.steps=2",
+         "distill.prompts_per_step=1", "distill.samples_per_prompt=2", "distill.topk=4"]
 
 
 def repro_config(smoke: bool = False, overrides: list[str] | None = None) -> TrainConfig:

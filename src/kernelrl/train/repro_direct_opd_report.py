@@ -43,7 +43,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
         curves = [r["arms"][arm]["curve"]["kl_teacher"] for r in seeds.values()]
         n = min(len(c) for c in curves)
         ax.plot(range(1, n + 1), [sum(c[i] for c in curves) / len(curves) for i in range(n)], marker=".", label=arm)
-    ax.set(title="exact KL(student || pi_T) on training samples", xlabel="update", yscale="log")
+    ax.set(title="exact KL(student || pi_T) on its training samples", xlabel="update")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
