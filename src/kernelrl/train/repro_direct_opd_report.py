@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kernelrl.train.repro_direct_opd import METRICS
+
 LABELS = {
     "direct_opd": "Direct-OPD, sampled token (T, Tref)",
     "direct_opd_topk": "Direct-OPD, top-K (T, Tref)",
@@ -97,29 +99,47 @@ def report(results: dict[str, Any]) -> str:
                      + " | ".join(f(r["arms"][a]["after"]) for a in LABELS) + " |")
     lines += ["", "## What happened", ""]
     ref, before, final = s["teacher_ref"], s["student_before"], s["teacher_final"]
+    lines.append(f"- The weak teacher's RL {_sign(final['pass_rate'] - ref['pass_rate'], 'greedy pass rate')} and "
+                 f"{_sign(final['sampled_pass_rate'] - ref['sampled_pass_rate'], 'sampled pass rate')} "
+                 f"(pi_Tref {ref['pass_rate']:.3f} / {ref['sampled_pass_rate']:.3f} -> pi_T {final['pass_rate']:.3f} / "
+                 f"{final['sampled_pass_rate']:.3f}): this is the shift the Direct-OPD arms transfer.")
     stronger = before["pass_rate"] > ref["pass_rate"] and before["sampled_pass_rate"] > ref["sampled_pass_rate"]
     lines.append(f"- The student before any shift is {'stronger' if stronger else 'NOT stronger'} than the weak "
                  f"teacher's reference: greedy {before['pass_rate']:.3f} vs {ref['pass_rate']:.3f}, sampled "
-                 f"{before['sampled_pass_rate']:.3f} vs {ref['sampled_pass_rate']:.3f} (the teacher after RL: "
-                 f"{final['pass_rate']:.3f} / {final['sampled_pass_rate']:.3f}; its RL "
-                 f"{_sign(final['sampled_pass_rate'] - ref['sampled_pass_rate'], 'sampled pass rate')}).")
+                 f"{before['sampled_pass_rate']:.3f} vs {ref['sampled_pass_rate']:.3f}.")
+    sizes = {"pass_rate": t["n_heldout"] * n, "sampled_pass_rate": t["n_heldout"] * cfg["eval"]["heldout_samples"] * n}
+
+    def noise(metric: str) -> float:  # two standard errors of a difference of two rates near the student's
+        q = min(max(before[metric], 0.05), 0.95)
+        return 2 * (2 * q * (1 - q) / sizes[metric]) ** 0.5
+
     for arm, label in LABELS.items():
         a = s[arm]
         per = ", ".join(f"{x:+.3f}" for x in a["sampled_pass_rate_change_per_seed"])
+        within = [m for m in METRICS if abs(a[f"{m}_change"]) <= noise(m)]
         lines.append(f"- {label}: at this scale it {_sign(a['pass_rate_change'], 'greedy pass rate')} and "
-                     f"{_sign(a['sampled_pass_rate_change'], 'sampled pass rate')} (per seed, sampled: {per}).")
+                     f"{_sign(a['sampled_pass_rate_change'], 'sampled pass rate')} (per seed, sampled: {per}); "
+                     + ("both changes are within the noise." if len(within) == 2 else
+                        "beyond the noise: " + ", ".join(m for m in METRICS if m not in within) + "."))
     opd, rl, rkl = s["direct_opd"], s["rl"], s["reverse_kl"]
     lines.append(f"- Direct-OPD vs the baselines (sampled pass rate after): Direct-OPD {opd['sampled_pass_rate']:.3f}, "
                  f"step-matched RL {rl['sampled_pass_rate']:.3f}, reverse KL to pi_T {rkl['sampled_pass_rate']:.3f}.")
+    kl_arms = [a for a in LABELS if all("kl_to_teacher" in r["arms"][a]["after"] for r in seeds.values())]
+    if kl_arms:
+        def kl(a: str, when: str) -> float:
+            return sum(r["arms"][a][when]["kl_to_teacher"] for r in seeds.values()) / n
+        lines.append("- Exact KL(student || pi_T) on the student's held-out samples, before -> after: " + ", ".join(
+            f"{a} {kl(a, 'before'):.3f} -> {kl(a, 'after'):.3f}" for a in kl_arms) + ".")
     seq = s["sequential"]
     lines.append(f"- Sequential composition: two shifts in a row reach {seq['pass_rate']:.3f} / "
                  f"{seq['sampled_pass_rate']:.3f} (greedy / sampled) vs {opd['pass_rate']:.3f} / "
                  f"{opd['sampled_pass_rate']:.3f} for the one shift (T, Tref); after the first shift "
                  f"{s['sequential_after_first']['pass_rate']:.3f} / {s['sequential_after_first']['sampled_pass_rate']:.3f}.")
-    nh = t["n_heldout"] * n
-    lines += ["", f"Noise: {nh} held-out chains over all seeds, so one chain moves the greedy mean by {1 / nh:.3f} "
-              f"and differences below ~{2 * (0.25 / nh) ** 0.5:.2f} (two binomial standard errors at p = 0.5) are "
-              "within noise.", "", "## Times (s)", ""]
+    lines += ["", f"Noise: {sizes['pass_rate']} greedy and {sizes['sampled_pass_rate']} sampled held-out answers "
+              f"over all seeds per model; a change is called within the noise when it is below two binomial standard "
+              f"errors of a difference at the student's rate ({noise('pass_rate'):.3f} greedy, "
+              f"{noise('sampled_pass_rate'):.3f} sampled; the answers are paired, so this is conservative).",
+              "", "## Times (s)", ""]
     lines += [f"- {k}: {v:.1f}" for k, v in results["times"].items()]
     for seed, r in seeds.items():
         lines.append(f"- seed {seed}: " + ", ".join(f"{k} {v:.0f}" for k, v in r["times"].items()) + ", " + ", ".join(
