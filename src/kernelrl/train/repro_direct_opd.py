@@ -62,7 +62,7 @@ DEFAULT = [*_COMMON, "name=repro-direct-opd", "task.n_train=150", "task.n_heldou
            "distill.topk=8"]
 SMOKE = [*_COMMON, "name=repro-direct-opd-smoke", "task.n_train=4", "task.n_heldout=1", "task.min_ops=2",
          "task.max_ops=2", "task.rows=64", "task.cols=256", "eval.sandbox=none", "eval.workers=1",
-         "eval.heldout_samples=2", "rl.steps=2", "rl.prompts_per_step=1", "rl.group_size=2", "rl.max_new_tokens=16",
+         "eval.heldout_samples=1", "rl.steps=2", "rl.prompts_per_step=1", "rl.group_size=2", "rl.max_new_tokens=16",
          "sft.steps=2", "distill.student_hidden_size=48", "distill.student_sft_steps=3", "distill.steps=2",
          "distill.prompts_per_step=1", "distill.samples_per_prompt=2", "distill.topk=4"]
 
@@ -73,7 +73,8 @@ def repro_config(smoke: bool = False, overrides: list[str] | None = None) -> Tra
 
 
 def _heldout(d: dict[str, Any]) -> dict[str, float]:
-    return {k: float(v) for k, v in d.items() if isinstance(v, int | float)}
+    """The numbers of a held-out eval; ``sampled_pass_rate`` is NaN when `eval.heldout_samples` is 1 (greedy only)."""
+    return {"sampled_pass_rate": float("nan"), **{k: float(v) for k, v in d.items() if isinstance(v, int | float)}}
 
 
 def _stage_pair(out: Path, ref: Path, policy: Path) -> Path:

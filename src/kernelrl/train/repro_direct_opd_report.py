@@ -53,6 +53,8 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
 
 def _sign(change: float, what: str) -> str:
+    if change != change:  # NaN: not measured (eval.heldout_samples=1)
+        return f"did not measure the {what}"
     if change > 0:
         return f"raised the {what} by {change:.3f}"
     if change < 0:
@@ -116,7 +118,7 @@ def report(results: dict[str, Any]) -> str:
     for arm, label in LABELS.items():
         a = s[arm]
         per = ", ".join(f"{x:+.3f}" for x in a["sampled_pass_rate_change_per_seed"])
-        within = [m for m in METRICS if abs(a[f"{m}_change"]) <= noise(m)]
+        within = [m for m in METRICS if not abs(a[f"{m}_change"]) > noise(m)]  # NaN: not measured
         lines.append(f"- {label}: at this scale it {_sign(a['pass_rate_change'], 'greedy pass rate')} and "
                      f"{_sign(a['sampled_pass_rate_change'], 'sampled pass rate')} (per seed, sampled: {per}); "
                      + ("both changes are within the noise." if len(within) == 2 else
