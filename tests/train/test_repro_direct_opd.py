@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from pydantic import ValidationError
+from safetensors.torch import load_file
 
 from kernelrl.cli import build_parser, main
 from kernelrl.cli.distill_cmd import config as distill_config
@@ -111,6 +112,10 @@ def test_repro_direct_opd_smoke(tmp_path: Path, pool: EvalPool) -> None:
         assert r["before"]["pass_rate"] == seed["student"]["before"]["pass_rate"], arm  # all start from one student
     assert len(seed["arms"]["direct_opd_topk"]["curve"]["kl_teacher"]) == 2  # distill.steps updates
     assert len(seed["arms"]["rl"]["curve"]["rollout_pass_rate"]) == 2  # step-matched
+    # the RL arm starts from the student's weights (model.init_from; its "SFT policy" is the start)
+    start, student = (load_file(str(tmp_path / f"seed0/{d}")) for d in ("rl/sft_policy.safetensors",
+                                                                         "student/policy.safetensors"))
+    assert all(torch.equal(start[k], student[k]) for k in student)
     second = json.loads((tmp_path / "seed0/sequential_2/distill/distill.json").read_text())
     assert second["student"]["student_from"].endswith("sequential_1/distill/student.safetensors")
     assert data["summary"]["direct_opd"]["pass_rate_change_per_seed"] == [

@@ -11,6 +11,10 @@ anywhere) override the training config.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kernelrl.train.config import TrainConfig
 
 TARGETS = ("drkernel", "direct-opd")
 
@@ -54,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _direct_opd(cfg: object, out: str, args: argparse.Namespace) -> int:
+def _direct_opd(cfg: TrainConfig, out: str, args: argparse.Namespace) -> int:
     from kernelrl.train.repro_direct_opd import run_direct_opd
 
     raw = args.seeds or ("0" if args.smoke else "0,1,2")
@@ -62,7 +66,7 @@ def _direct_opd(cfg: object, out: str, args: argparse.Namespace) -> int:
         seeds = tuple(int(x) for x in raw.split(","))
     except ValueError:
         raise SystemExit(f"--seeds: expected comma-separated integers, got {raw!r}") from None
-    res = run_direct_opd(cfg, out, seeds=seeds)  # type: ignore[arg-type]
+    res = run_direct_opd(cfg, out, seeds=seeds)
     s = res["summary"]
     print(f"student before {s['student_before']['sampled_pass_rate']:.3f} sampled pass; after: " + ", ".join(
         f"{arm} {s[arm]['sampled_pass_rate']:.3f} ({s[arm]['sampled_pass_rate_change']:+.3f})"

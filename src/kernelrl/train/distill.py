@@ -225,7 +225,8 @@ def student_weights(run: str | Path) -> tuple[Path, ModelConfig]:
                             "+ student_model.json) and no train run's policy.safetensors + config.yaml")
 
 
-def build_student(cfg: TrainConfig, teacher_ref: Any, tok: Any, family: TaskFamily) -> tuple[Any, ModelConfig, dict]:
+def build_student(cfg: TrainConfig, teacher_ref: Any, tok: Any,
+                  family: TaskFamily) -> tuple[Any, ModelConfig, dict[str, Any]]:
     """(student, its model config, info): from `distill.student_from`, a copy of `teacher_ref`, or a larger
     model of the same family trained by its own SFT (`distill.student` = ``wide``)."""
     d = cfg.distill
