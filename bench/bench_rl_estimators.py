@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.keep_freed_memory:
-        from kernelrl.evaluate.supervisor import keep_freed_memory
+        from kernelrl.evaluate.warm import keep_freed_memory
 
         keep_freed_memory(largest_block=2**30)  # serve even the 32 MiB [B, T] tensors from the heap
 

@@ -9,7 +9,7 @@ import pytest
 
 PROGRAM = """
 import resource, sys, torch
-from kernelrl.evaluate.supervisor import keep_freed_memory
+from kernelrl.evaluate.warm import keep_freed_memory
 if sys.argv[1] == "keep":
     assert keep_freed_memory()
 x = torch.ones(1024, 2048)  # 8 MiB

@@ -5,13 +5,16 @@ where it would stop the attack before it runs (static checks warn only), so the 
 
 from __future__ import annotations
 
+import itertools
 import os
+import random
 import time
 
 import pytest
 
 from kernelrl.evaluate import Candidate, EvalConfig, EvalPool, Status
 from kernelrl.evaluate.sampler import sampling_available
+from kernelrl.evaluate.timing_inputs import changing_order
 from kernelrl.tasks import Task
 from tests.evaluate import candidates as C
 
@@ -226,3 +229,20 @@ def test_the_torch_compile_baseline_is_timed_in_the_gym(task: Task) -> None:
     assert result.status == Status.OK, result.error
     assert result.timing.compiled_reference_ms is not None and result.timing.compiled_reference_ms > 0
     assert result.timing.speedup_vs_compiled is not None
+
+
+def test_timed_calls_change_their_input_set_every_call() -> None:
+    """No request repeats a slot while there are enough, and no call holds the set of the call before it
+    (across requests too) while another set is free: a kernel that reuses its last answer when its
+    input looks unchanged is then wrong on any call the judge checks."""
+    rng = random.Random(7)
+    content = {f"x{j}": f"s{j % 3}" for j in range(12)}
+    previous = ""
+    for k in (1, 5, 12, 12, 3):
+        order = changing_order(content, k, rng, previous)
+        assert len(order) == k and len(set(order)) == k
+        held = [previous, *(content[slot] for slot in order)] if previous else [content[slot] for slot in order]
+        assert all(a != b for a, b in itertools.pairwise(held)), held
+        previous = content[order[-1]]
+    longer = [content[slot] for slot in changing_order(content, 30, rng)]  # more calls than slots: slots repeat
+    assert len(longer) == 30 and all(a != b for a, b in itertools.pairwise(longer))

@@ -11,6 +11,7 @@ from kernelrl.evaluate.candidate import Candidate
 from kernelrl.evaluate.config import EvalConfig
 from kernelrl.evaluate.pool import EvalPool
 from kernelrl.evaluate.result import EvalResult
+from kernelrl.rewards.kernel import compiled
 from kernelrl.tasks.task import Task
 
 
@@ -69,7 +70,7 @@ class ToolExecutor:
     def describe(self, tool: str, result: EvalResult) -> str:
         data = compact_result(result.to_dict())
         if tool == "compile":
-            built = any(s.name == "build" and s.status == "ok" for s in result.stages)
+            built = compiled(result)  # an NKI rule breaks at the kernel's first call, after the build stage
             data = {"compiled": built, **({"error": data["error"]} if not built and "error" in data else {})}
         elif tool == "verify":
             data.pop("timing", None)

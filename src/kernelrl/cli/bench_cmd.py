@@ -15,7 +15,9 @@ from kernelrl.backend_names import BACKEND_NAMES
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmark a policy on a task suite", description=__doc__)
     p.add_argument("--suite", help="task file, directory (KernelBench layout) or JSONL dataset")
-    p.add_argument("--policy", default="scripted", help="openai | transformers | scripted")
+    p.add_argument("--policy", default="scripted",
+                   help="openai | transformers | scripted | nki-draft (scripted NKI author: first drafts with typical "
+                        "NKI mistakes, fixed from the gym's feedback; --backend nki, tasks with a shipped NKI kernel)")
     p.add_argument("--model", help="model name (openai) or local path (transformers)")
     p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
@@ -121,6 +123,11 @@ def build_policy(args: argparse.Namespace) -> Any:
             raise ValueError("--policy transformers needs --model (a local path)")
         return make_policy("transformers", model=args.model, max_tokens=args.max_tokens,
                            temperature=args.temperature, max_batch=args.max_batch)
+    if args.policy == "nki-draft":
+        backend = args.backend or (bench_config(args).episode.prompt.backend)
+        if backend != "nki":
+            raise ValueError(f"--policy nki-draft writes NKI kernels only; pass --backend nki (got backend {backend!r})")
+        return make_policy("nki-draft", seed=args.seed or 0)
     return make_policy(args.policy)
 
 
@@ -138,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     except (TaskError, ValueError, FileNotFoundError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if config.samples > 1 and args.temperature == 0 and args.policy != "scripted":
+    if config.samples > 1 and args.temperature == 0 and args.policy not in ("scripted", "nki-draft"):
         print("note: --samples > 1 at --temperature 0 gives near-identical samples; pass@k>1 needs sampling",
               file=sys.stderr)
     signal.signal(signal.SIGTERM, _interrupt)

@@ -1,26 +1,26 @@
 """`kernelrl repro TARGET`: reproduce a paper's findings at CPU scale, with a report under a run directory.
 
 Targets: ``drkernel`` (Dr. Kernel: lazy optimisation with and without PR + PRS in hybrid mode, GRPO's
-self-inclusion bias vs TRLOO on multi-turn returns, sequential test-time scaling; ~10 min on 2 cores);
-``direct-opd`` (weak-to-strong Direct-OPD: a weak teacher pair's shift applied to a stronger student, vs
-step-matched RL and reverse KL to the teacher, top-K and two sequential shifts; seeds 0-2, ~15 min).
+self-inclusion bias vs TRLOO on multi-turn returns, sequential test-time scaling; ~10 min on 2 cores),
+``proxy`` (proxy compression: byte-only vs compressed-view arms vs a tokenizer-only baseline at
+equal FLOPs over three model sizes, the gap to byte-only against size; minutes on 2 cores),
+``nki-agent`` (NKI-Agent: tool use vs single shot with the same policy on the NKI suite, compile vs
+execution reward by best-of-n and a tiny GRPO run; a few minutes on 2 cores) and ``direct-opd``
+(weak-to-strong Direct-OPD: a weak teacher pair's shift applied to a stronger student, vs step-matched RL
+and reverse KL to the teacher, top-K and two sequential shifts; seeds 0-2, ~15-22 min on 2 shared cores).
 `--smoke` runs a seconds-sized version; `key=value` pairs right after the target (or `--set key=value`,
-anywhere) override the training config.
+anywhere) override the config.
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from kernelrl.train.config import TrainConfig
-
-TARGETS = ("drkernel", "direct-opd")
+TARGETS = ("drkernel", "proxy", "nki-agent", "direct-opd")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("repro", help="reproduce a paper's findings at CPU scale (drkernel, direct-opd)",
+    p = sub.add_parser("repro", help=f"reproduce a paper's findings at CPU scale ({', '.join(TARGETS)})",
                        description=__doc__)
     p.add_argument("target", choices=TARGETS)
     p.add_argument("--out", default=None, help="run directory (default runs/repro-<target>)")
@@ -34,23 +34,24 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.target == "proxy":
+        return run_proxy(args)
+    if args.target == "nki-agent":
+        return run_nki_agent(args)
     if args.target == "direct-opd":
-        from kernelrl.train import repro_direct_opd as mod
-    else:
-        from kernelrl.train import repro_drkernel as mod  # type: ignore[no-redef]
+        return run_direct_opd(args)
+    from kernelrl.train.repro_drkernel import repro_config, rewrite_report, run_drkernel
 
-    cfg = mod.repro_config(args.smoke, [*args.overrides, *args.set])
+    cfg = repro_config(args.smoke, [*args.overrides, *args.set])
     if args.print_config:
         print(cfg.to_yaml())
         return 0
     out = args.out or f"runs/repro-{args.target}{'-smoke' if args.smoke else ''}"
     if args.report_only:
-        mod.rewrite_report(out)
+        rewrite_report(out)
         print(f"report: {out}/report.md")
         return 0
-    if args.target == "direct-opd":
-        return _direct_opd(cfg, out, args)
-    res = mod.run_drkernel(cfg, out)  # type: ignore[attr-defined]
+    res = run_drkernel(cfg, out)
     a = res["lazy"]
     print("lazy share (first -> last step): " + ", ".join(
         f"{arm} {d['lazy_share'][0]:.2f} -> {d['lazy_share'][-1]:.2f}" for arm, d in a.items() if d["lazy_share"]))
@@ -58,15 +59,84 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _direct_opd(cfg: TrainConfig, out: str, args: argparse.Namespace) -> int:
-    from kernelrl.train.repro_direct_opd import run_direct_opd
+def run_nki_agent(args: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+    import sys
 
+    from kernelrl.agent.repro_nki import NkiAgentConfig, run_nki_agent
+    from kernelrl.agent.repro_nki_report import rewrite_report
+
+    try:
+        cfg = NkiAgentConfig.build(args.smoke, [*args.overrides, *args.set])
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        print(json.dumps(dataclasses.asdict(cfg), indent=1))
+        return 0
+    out = args.out or f"runs/repro-{args.target}{'-smoke' if args.smoke else ''}"
+    if args.report_only:
+        try:
+            rewrite_report(out)
+        except FileNotFoundError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(f"report: {out}/report.md")
+        return 0
+    res = run_nki_agent(cfg, out)
+    a, g = res["tool_use"], res["grpo"]
+    print(f"pass rate single shot {a['single_shot']['pass_rate']:.3f} -> with tools {a['tools']['pass_rate']:.3f}; "
+          f"GRPO pass rate SFT {g['sft']['pass_rate']:.3f} -> compile reward {g['compile']['after']['pass_rate']:.3f}, "
+          f"execution reward {g['execution']['after']['pass_rate']:.3f}")
+    print(f"report: {out}/report.md ({res['times']['total_s']:.0f} s)")
+    return 0
+
+
+def run_proxy(args: argparse.Namespace) -> int:
+    import sys
+
+    from kernelrl.proxy.repro_scaling import repro_config, rewrite_report, run_scaling
+
+    out = args.out or f"runs/repro-proxy{'-smoke' if args.smoke else ''}"
+    try:
+        if args.report_only:
+            rewrite_report(out)
+            print(f"report: {out}/report.md")
+            return 0
+        cfg = repro_config(args.smoke, [*args.overrides, *args.set])
+        if args.print_config:
+            print(cfg.to_yaml())
+            return 0
+        res = run_scaling(cfg, out)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"kernelrl repro proxy: {err}", file=sys.stderr)
+        return 2
+    for arm, t in res["trends"].items():
+        print(f"{arm}: gap to bytes {t['first']:+.4f} -> {t['last']:+.4f} (smallest -> largest size)")
+    print(f"report: {out}/report.md ({res['wall_seconds']:.0f} s wall, {res['process_cpu_seconds']:.0f} s CPU)")
+    return 0
+
+
+def run_direct_opd(args: argparse.Namespace) -> int:
+    from kernelrl.train.repro_direct_opd import repro_config, rewrite_report
+    from kernelrl.train.repro_direct_opd import run_direct_opd as run_all
+
+    cfg = repro_config(args.smoke, [*args.overrides, *args.set])
+    if args.print_config:
+        print(cfg.to_yaml())
+        return 0
+    out = args.out or f"runs/repro-direct-opd{'-smoke' if args.smoke else ''}"
+    if args.report_only:
+        rewrite_report(out)
+        print(f"report: {out}/report.md")
+        return 0
     raw = args.seeds or ("0" if args.smoke else "0,1,2")
     try:
         seeds = tuple(int(x) for x in raw.split(","))
     except ValueError:
         raise SystemExit(f"--seeds: expected comma-separated integers, got {raw!r}") from None
-    res = run_direct_opd(cfg, out, seeds=seeds)
+    res = run_all(cfg, out, seeds=seeds)
     s = res["summary"]
     print(f"student before {s['student_before']['sampled_pass_rate']:.3f} sampled pass; after: " + ", ".join(
         f"{arm} {s[arm]['sampled_pass_rate']:.3f} ({s[arm]['sampled_pass_rate_change']:+.3f})"

@@ -26,12 +26,10 @@ import copy
 import math
 import platform
 import random
-import statistics
 import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -57,6 +55,16 @@ from kernelrl.evaluate.loading import CANDIDATE_FILE, TASK_FILE, load_module
 from kernelrl.evaluate.perf_sampler import sampling_method
 from kernelrl.evaluate.result import Correctness, EvalResult, StageReport, Status, Timing
 from kernelrl.evaluate.static import run_static_checks
+from kernelrl.evaluate.timing_inputs import (
+    MAX_SLOTS,
+    MIXED_ROW_SHARES,
+    InputSlots,
+    Measurement,
+    lead_size,
+    mix_rows,
+    summarise,
+    to_cpu,
+)
 from kernelrl.tasks.task import Task
 
 Announce = Callable[[str, float], None]
@@ -64,11 +72,12 @@ Announce = Callable[[str, float], None]
 REQUEST_OVERHEAD_SHARE = 0.01  # one round trip is at most this share of a timed request
 MIN_REQUEST_MS = 2.0
 KEPT_OUTPUT_BYTES = 64 * 2**20  # outputs of one timed request the candidate keeps alive for checking
-MAX_CALLS_PER_REQUEST = 1000
+MAX_CALLS_PER_REQUEST = MAX_SLOTS  # a request never repeats a slot
 SAMPLING_HZ = {"perf": 2000.0, "ptrace": 1000.0}  # timed calls: perf costs ~nothing; ptrace stops threads
 PROFILE_MORE_HZ = 4000.0  # untimed extra profile: the sampler's cost no longer matters
 PROFILE_LOOK_S = 0.01  # how often an untimed extra profile asks whether it has settled
 CHECKED_CALLS = 16  # calls per timed request whose outputs are spot-checked (the last always, the others at random)
+MIN_CHECKED_CALLS = 32  # checked calls per measurement: more requests when k is small (within the timing budget)
 
 
 class Judge:
@@ -186,9 +195,9 @@ class Judge:
             actual = self.process.read_outputs([0])[0]
             if guards:
                 self._check_feedback_counters(reply, torch_ops)
-                if trial <= 1 and mutated(_to_cpu(inputs), shared["t"]):  # the timed calls are checked as a whole
+                if trial <= 1 and mutated(to_cpu(inputs), shared["t"]):  # the timed calls are checked as a whole
                     raise StageFailed(Status.REJECTED, "[input-mutation] the candidate modified its inputs; write results to new tensors")
-            outcome = compare_outputs(_to_cpu(expected), actual, rtol, atol)
+            outcome = compare_outputs(to_cpu(expected), actual, rtol, atol)
             detail.max_abs_error = max(detail.max_abs_error, outcome.max_abs_error)
             detail.max_rel_error = max(detail.max_rel_error, outcome.max_rel_error)
             if not outcome.ok:
@@ -252,13 +261,13 @@ class Judge:
         timing = Timing(meaningful=True, method=self.backend.timing_method(cfg.num_threads) + ", judged from another process")
         self.result.timing = timing
         base = self.inputs(cfg.correctness_trials)
-        sets, self.spot.lead_rows = {"s0": base}, _lead(base)
+        sets, self.spot.lead_rows = {"s0": base}, lead_size(base)
         for i in range(1, cfg.timing_input_sets):  # shares 1/64, 1/4, 1/64, 1/4, ... of rows from a fresh draw
             share = MIXED_ROW_SHARES[(i - 1) % len(MIXED_ROW_SHARES)]
-            sets[f"s{i}"], rows = _mix_rows(base, self.inputs(cfg.correctness_trials + i), self.spot.generator, share)
+            sets[f"s{i}"], rows = mix_rows(base, self.inputs(cfg.correctness_trials + i), self.spot.generator, share)
             if len(rows):
                 self.spot.mixed_rows.append(rows)
-        expected = {name: _flat_tensors(_to_cpu(self.reference_forward(ref_model, x))) for name, x in sets.items()}
+        expected = {name: _flat_tensors(to_cpu(self.reference_forward(ref_model, x))) for name, x in sets.items()}
         self.slots = InputSlots(self.process, sets, self.random, on_device=self.device.type != "cpu")
         candidate = self._measure(expected)
         self._check_coverage()
@@ -267,6 +276,8 @@ class Judge:
         if cached:
             timing.reference_ms, timing.reference_spread_ms = cached["reference_ms"], cached["reference_spread_ms"]
             timing.compiled_reference_ms = cached.get("compiled_reference_ms")
+            if cached.get("compiled_reference_note"):
+                self.result.notes.append(cached["compiled_reference_note"])
             timing.reference_cached = True
         else:
             self.result.notes.append("no reference timing was available: speedup not computed")
@@ -292,9 +303,11 @@ class Judge:
         call_ms = max((warm_ms - round_trip) / max(1, cfg.warmup), 1e-4)
         out_bytes = max(1, sum(t.numel() * t.element_size() for t in next(iter(expected.values()))))
         k = math.ceil(max(MIN_REQUEST_MS, round_trip / REQUEST_OVERHEAD_SHARE) / call_ms)
-        k = max(1, min(k, MAX_CALLS_PER_REQUEST, KEPT_OUTPUT_BYTES // out_bytes))
+        k = max(1, min(k, MAX_CALLS_PER_REQUEST, KEPT_OUTPUT_BYTES // out_bytes, slots.count()))
         # About `timing_trials` calls in all (at least 5 requests), within the time budget.
-        requests = max(5, min(math.ceil(cfg.timing_trials / k), int(cfg.timing_budget_s * 1000 / max(k * call_ms, 1e-3))))
+        # A candidate that makes its first calls slow gets k = 1; it still meets MIN_CHECKED_CALLS checks.
+        wanted = max(math.ceil(cfg.timing_trials / k), math.ceil(MIN_CHECKED_CALLS / min(k, CHECKED_CALLS)))
+        requests = max(5, min(wanted, int(cfg.timing_budget_s * 1000 / max(k * call_ms, 1e-3))))
         samples: list[float] = []
         sampler, profile_start, cpu_start = self._start_sampler(SAMPLING_HZ[sampling_method() or "ptrace"]), time.perf_counter(), self.process.cpu_seconds()
         try:
@@ -311,7 +324,7 @@ class Judge:
         if enforced and not profile_settled(self.result.coverage, cfg.min_coverage):
             self._profile_more(k, expected)
         self.result.notes.append(f"timed {requests} requests of {k} calls (round trip {round_trip * 1000:.0f} us)")
-        return _summarise(samples)
+        return summarise(samples)
 
     def _check_request(self, order: list[str], expected: dict[str, list[torch.Tensor]]) -> None:
         """Spot-check the outputs of the last call and of CHECKED_CALLS - 1 random others."""
@@ -468,111 +481,12 @@ def task_failure(what: str, exc: BaseException) -> StageFailed:
     return StageFailed(Status.RUNTIME_ERROR, f"{what}: {cause + ' (' + text + ')' if cause else text}{where}")
 
 
-MAX_SLOTS = 64
-SLOT_BYTES = 32 * 2**20  # input copies shared with the candidate for timing
-
-
-class InputSlots:
-    """Copies of the timing input sets in shared memory, one per slot; a timed request gives each call a
-    slot of its own, and the slots a request used are refilled with another set's values before the
-    next. An output cached by input address (or object) is then wrong on the next use of that slot,
-    and within a request no slot repeats. `content[slot]` is the set a slot holds now."""
-
-    def __init__(self, process: CandidateProcess, sets: dict[str, list[Any]], rng: random.Random, on_device: bool) -> None:
-        self.sets, self.names, self.rng = sets, list(sets), rng
-        in_bytes = max(1, sum(x.numel() * x.element_size() for x in sets[self.names[0]] if isinstance(x, torch.Tensor)))
-        count = max(len(self.names), min(MAX_SLOTS, SLOT_BYTES // in_bytes))
-        self.content = {f"x{j}": self.names[j % len(self.names)] for j in range(count)}
-        self.shared = process.send_inputs("slots", {slot: sets[name] for slot, name in self.content.items()})
-        self.refillable = not on_device and len(self.names) > 1  # device copies live in the candidate
-        self.was_mutated = False
-
-    def order(self, k: int) -> list[str]:
-        """k slots for one request: distinct while there are enough, in random order."""
-        slots = list(self.content)
-        order: list[str] = []
-        while len(order) < k:
-            order += self.rng.sample(slots, min(len(slots), k - len(order)))
-        return order
-
-    def refill(self, used: list[str] | None = None) -> None:
-        """Give each used slot (all by default) the values of another set, in place."""
-        if not self.refillable:
-            return
-        for slot in dict.fromkeys(used if used is not None else self.content):
-            self.was_mutated = self.was_mutated or mutated(_to_cpu(self.sets[self.content[slot]]), self.shared[slot])
-            current = self.names.index(self.content[slot])
-            new = self.names[(current + self.rng.randrange(1, len(self.names))) % len(self.names)]
-            for target, source in zip(self.shared[slot], self.sets[new], strict=True):
-                if isinstance(target, torch.Tensor):
-                    target.copy_(source)
-            self.content[slot] = new
-
-    def mutated(self) -> bool:
-        """Whether a call changed its inputs: a used slot differed (bitwise) from the set the judge had put
-        there when it was refilled, or a slot differs now."""
-        return self.was_mutated or any(mutated(_to_cpu(self.sets[name]), self.shared[slot]) for slot, name in self.content.items())
-
-
-@dataclass
-class Measurement:
-    median_ms: float
-    spread_ms: float  # interquartile range
-    trials: int
-
-
-def _summarise(samples_ms: list[float]) -> Measurement:
-    samples = sorted(samples_ms)
-    if len(samples) >= 4:
-        quartiles = statistics.quantiles(samples, n=4)
-        spread = quartiles[2] - quartiles[0]
-    else:
-        spread = samples[-1] - samples[0]
-    return Measurement(statistics.median(samples), spread, len(samples))
-
-
-MIXED_ROW_SHARES = (1 / 64, 0.25)
-
-
-def _mix_rows(base: list[Any], other: list[Any], generator: torch.Generator, share: float) -> tuple[list[Any], torch.Tensor]:
-    """`base` with a random `share` of its rows (leading index; at least one) taken from `other`, an
-    independent draw of the task's inputs, in every tensor input with the same leading size; and the rows
-    taken. Sets that differ in a few scattered rows defeat a kernel that fingerprints a few input elements
-    to reuse an earlier answer: it mistakes one set for another and is wrong in those rows, which the spot
-    checks read. A batch of one takes `other` whole."""
-    lead = _lead(base)
-    if lead <= 1:
-        return other, torch.empty(0, dtype=torch.long)
-    index = torch.randperm(lead, generator=generator)[: max(1, int(lead * share))]
-    mixed = []
-    for b, o in zip(base, other, strict=True):
-        if isinstance(b, torch.Tensor) and isinstance(o, torch.Tensor) and b.dim() >= 1 and b.shape[0] == lead \
-                and o.shape == b.shape:
-            b = b.clone()
-            b[index.to(b.device)] = o[index.to(o.device)]
-        mixed.append(b)
-    return mixed, index
-
-
-def _lead(inputs: list[Any]) -> int:
-    """The leading size of the first tensor input (1 without one)."""
-    return next((x.shape[0] for x in inputs if isinstance(x, torch.Tensor) and x.dim() >= 1), 1)
-
-
 def _flat_tensors(output: Any) -> list[torch.Tensor]:
     if isinstance(output, list | tuple):
         return [t for o in output for t in _flat_tensors(o)]
     if isinstance(output, torch.Tensor):
         return [output]
     raise StageFailed(Status.RUNTIME_ERROR, f"the task's forward returned {type(output).__name__}; timing needs tensor outputs")
-
-
-def _to_cpu(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.detach().to("cpu")
-    if isinstance(value, list | tuple):
-        return type(value)(_to_cpu(v) for v in value)
-    return value
 
 
 def _clone(inputs: list[Any]) -> list[Any]:

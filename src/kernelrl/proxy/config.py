@@ -23,10 +23,13 @@ from kernelrl.proxy.model import ModelConfig
 from kernelrl.proxy.train import ArmTrainingConfig
 
 BASELINE = "bytes"
+# A model trained on the tokenizer's ids only (no raw bytes), scored as bits per raw byte.
+TOKENS_ONLY = "tokenizer-only"
 
 
 class ProxyConfig(BaseModel):
-    """Everything that decides a run's result. `arms`: "bytes" (byte-only baseline) or compressor names."""
+    """Everything that decides a run's result. `arms`: "bytes" (byte-only baseline), compressor names
+    (byte LMs trained on that view plus raw bytes) or "tokenizer-only" (a model of the BPE ids alone)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -53,10 +56,11 @@ class ProxyConfig(BaseModel):
         if len(set(self.arms)) != len(self.arms):
             raise ValueError(f"arms has duplicates: {self.arms}")
         for arm in self.arms:
-            if arm != BASELINE and arm not in COMPRESSORS:
-                raise ValueError(
-                    f"unknown compressor {arm!r} in arms; known: {', '.join([BASELINE, *COMPRESSORS.names()])}"
-                )
+            if arm not in (BASELINE, TOKENS_ONLY) and arm not in COMPRESSORS:
+                known = ", ".join([BASELINE, TOKENS_ONLY, *COMPRESSORS.names()])
+                raise ValueError(f"unknown compressor {arm!r} in arms; known: {known}")
+        if TOKENS_ONLY in self.arms and self.embeddings == "shared":
+            raise ValueError(f"arm {TOKENS_ONLY!r} reads token ids and needs embeddings 'auto' or 'separate'")
         if self.model.max_len < self.train.seq_len:
             raise ValueError(f"model.max_len={self.model.max_len} < train.seq_len={self.train.seq_len}")
         return self

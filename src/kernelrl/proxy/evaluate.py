@@ -43,3 +43,32 @@ def evaluate_bpb(
     if count == 0:
         raise ValueError("no raw bytes to evaluate")
     return total_bits / count
+
+
+@torch.no_grad()
+def evaluate_symbol_bpb(
+    model: Callable[[torch.Tensor], LMOutput],
+    ids: torch.Tensor,
+    counted: torch.Tensor,
+    raw_bytes: int,
+    batch_size: int = 16,
+) -> float:
+    """Bits per raw byte of a model that reads compressed symbols only (the tokenizer-only baseline).
+
+    ids, counted: [R, T + 1] (`pack_eval_symbols`); the total NLL of the counted targets under the
+    main head's full softmax, in bits, divided by `raw_bytes`, the raw length of the text they encode.
+    """
+    if raw_bytes <= 0:
+        raise ValueError(f"raw_bytes must be positive, got {raw_bytes}")
+    total_bits, count = 0.0, 0
+    for start in range(0, ids.shape[0], batch_size):
+        x, mask = ids[start : start + batch_size], counted[start : start + batch_size, 1:]
+        if not mask.any():
+            continue
+        logprobs = torch.log_softmax(model(x[:, :-1]).logits.double(), dim=-1)[mask]
+        targets = x[:, 1:][mask]
+        total_bits += float(-logprobs.gather(-1, targets[:, None])[:, 0].sum()) / math.log(2)
+        count += int(targets.numel())
+    if count == 0:
+        raise ValueError("no symbols to evaluate")
+    return total_bits / raw_bytes

@@ -185,16 +185,46 @@ class MixedStream:
         return torch.from_numpy(ids[:need].reshape(shape)), torch.from_numpy(is_raw[:need].reshape(shape))
 
 
-def pack_eval(raw_docs: Sequence[bytes], seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+def pack_rows(ids: np.ndarray, counted: np.ndarray, seq_len: int, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cut one id stream [N] into rows [R, T + 1] with stride T, so every id after the first is a target
+    exactly once; the last row is padded with `pad_id` (not counted). Returns ids and counted [R, T + 1]."""
+    if len(ids) < 2:
+        raise ValueError(f"evaluation text of {len(ids)} ids has nothing to predict")
+    rows = -(-(len(ids) - 1) // seq_len)
+    pad = rows * seq_len + 1 - len(ids)
+    ids = np.concatenate((ids, np.full(pad, pad_id, dtype=np.int64)))
+    counted = np.concatenate((counted, np.zeros(pad, dtype=bool)))
+    index = np.arange(rows)[:, None] * seq_len + np.arange(seq_len + 1)[None, :]
+    return torch.from_numpy(ids[index]), torch.from_numpy(counted[index])
+
+
+def pack_eval(raw_docs: Sequence[bytes], seq_len: int, pad_tail: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Validation rows: raw-wrapped documents back to back, rows of T + 1 ids with stride T so every
-    id after the first is a target exactly once. Returns ids [R, T + 1] and is_raw [R, T + 1]."""
+    id after the first is a target exactly once. Returns ids [R, T + 1] and is_raw [R, T + 1].
+
+    Without `pad_tail` the ids after the last full row are dropped; with it they end a padded row.
+    """
     pieces = [wrap_raw(d) for d in raw_docs]
     if not pieces:
         raise ValueError("empty corpus: no validation documents")
     ids = np.concatenate([p[0] for p in pieces])
     is_raw = np.concatenate([p[1] for p in pieces])
+    if pad_tail:
+        return pack_rows(ids, is_raw, seq_len, RAW_CLOSE)
     rows = (len(ids) - 1) // seq_len
     if rows < 1:
         raise ValueError(f"validation text ({len(ids)} ids) is shorter than one sequence of {seq_len + 1}")
     index = np.arange(rows)[:, None] * seq_len + np.arange(seq_len + 1)[None, :]
     return torch.from_numpy(ids[index]), torch.from_numpy(is_raw[index])
+
+
+def pack_eval_symbols(
+    symbols: Sequence[np.ndarray], layout: VocabLayout, seq_len: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Validation rows of compressed-wrapped documents (every symbol once, padded tail), for a model
+    trained on symbols only. Returns ids [R, T + 1] and is_symbol [R, T + 1] (sentinels not counted)."""
+    if not symbols:
+        raise ValueError("empty corpus: no validation documents")
+    ids = np.concatenate([wrap_compressed(s, layout)[0] for s in symbols])
+    is_symbol = (ids >= layout.offset) & ((ids < N_BYTES) | (ids >= N_BYTES + N_SENTINELS))
+    return pack_rows(ids, is_symbol, seq_len, COMP_CLOSE)

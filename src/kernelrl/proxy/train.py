@@ -131,10 +131,12 @@ def train_arm(
     seed: int,
     on_step: Callable[[int, float], None] | None = None,
     on_eval: Callable[[CurvePoint], None] | None = None,
+    evaluator: Callable[[ByteLM], float] | None = None,
 ) -> ArmResult:
     """Train a fresh `ByteLM` for `steps` steps on `stream`, evaluating raw BPB on `val` along the way.
 
-    `on_step(step, loss)` runs after every update, `on_eval(point)` after every evaluation.
+    `on_step(step, loss)` runs after every update, `on_eval(point)` after every evaluation;
+    `evaluator(model)`, when given, replaces raw-byte BPB on `val` (the tokenizer-only baseline).
     """
     if model_cfg.max_len < cfg.seq_len:
         raise ValueError(f"model.max_len={model_cfg.max_len} is shorter than train.seq_len={cfg.seq_len}")
@@ -158,7 +160,7 @@ def train_arm(
 
     def evaluate(step: int) -> None:
         model.eval()
-        bpb = evaluate_bpb(model, *val, batch_size=cfg.eval_batch_size)
+        bpb = evaluator(model) if evaluator else evaluate_bpb(model, *val, batch_size=cfg.eval_batch_size)
         model.train()
         tokens = step * tokens_per_step
         curve.append(CurvePoint(step, tokens, tokens * per_token, bpb, loss_val, time.perf_counter() - t0))

@@ -71,6 +71,22 @@ def binary_reward(result: EvalResult | dict[str, Any]) -> float:
     return 1.0 if _result(result).correct else 0.0
 
 
+def compiled(result: EvalResult | dict[str, Any]) -> bool:
+    """The candidate built and ran its kernels without a compile error: the build stage passed and the
+    status is none of compile_error (for NKI an interpreter rule such as partition dim > 128, raised when
+    the kernel is traced on its first call), rejected (the gym's veto) or crashed."""
+    r = _result(result)
+    built = any(s.name == "build" and s.status == "ok" for s in r.stages)
+    return built and r.status not in (Status.COMPILE_ERROR, Status.REJECTED, Status.CRASHED)
+
+
+@REWARDS.register("compile", "compiled")
+def compile_reward(result: EvalResult | dict[str, Any]) -> float:
+    """NKI-Agent's binary compile reward: 1 when the candidate compiled (see `compiled`; a wrong answer
+    counts), else 0. NKI-Agent found GRPO with it no better than SFT, unlike an execution reward."""
+    return 1.0 if compiled(result) else 0.0
+
+
 @REWARDS.register("weighted")
 def weighted_reward(
     result: EvalResult | dict[str, Any], *, correct_weight: float = 0.3, faster_weight: float = 0.7,

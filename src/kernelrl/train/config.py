@@ -259,9 +259,9 @@ class TrainConfig(_Section):
             raise ValueError("trloo needs rl.turns >= 1")
         if self.rl.rollout == "copris" and self.rl.concurrency < self.rl.group_size:
             raise ValueError("rl.concurrency must be >= rl.group_size for copris")
-        if not self.eval.measure_timing and self.rl.reward not in ("binary", "correct"):
+        if not self.eval.measure_timing and self.rl.reward not in ("binary", "correct", "compile", "compiled"):
             raise ValueError(f"eval.measure_timing=false leaves no speedup for rl.reward={self.rl.reward!r}; "
-                             "use rl.reward=binary")
+                             "use rl.reward=binary (or compile)")
         if self.distill.token_reward == "topk" and self.distill.topk > self.model.vocab_size:
             raise ValueError(f"distill.topk ({self.distill.topk}) must be <= model.vocab_size ({self.model.vocab_size})")
         return self

@@ -1,4 +1,5 @@
-"""Policies: who writes the kernels (an HTTP chat endpoint, a local model, or a replayed script)."""
+"""Policies: who writes the kernels (an HTTP chat endpoint, a local model, a replayed script, or
+the scripted NKI author `nki-draft`)."""
 
 from kernelrl.agent.policies.base import (
     POLICIES,
@@ -10,6 +11,7 @@ from kernelrl.agent.policies.base import (
     make_policy,
 )
 from kernelrl.agent.policies.local import Generation, Generator, LocalPolicy, TransformersGenerator
+from kernelrl.agent.policies.nki_draft import NkiDraftPolicy
 from kernelrl.agent.policies.openai_chat import OpenAIChatPolicy
 from kernelrl.agent.policies.scripted import ScriptedPolicy
 
@@ -19,6 +21,7 @@ __all__ = [
     "Generation",
     "Generator",
     "LocalPolicy",
+    "NkiDraftPolicy",
     "OpenAIChatPolicy",
     "Policy",
     "PolicyError",

@@ -1,0 +1,219 @@
+"""The two processes of one evaluation, forked by the supervisor for each job: the judge (trusted: it
+holds the inputs, the reference outputs, the comparison, the clock and the per-job signing key) and the
+candidate process it forks before it holds any of that, which confines itself before candidate code
+exists in it. Their messages to the supervisor are signed with the job's key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import resource
+import signal
+import socket
+import sys
+import traceback
+from typing import Any
+
+from kernelrl.evaluate.backends import get_backend
+from kernelrl.evaluate.candidate import Candidate
+from kernelrl.evaluate.candidate_process import CandidateProcess
+from kernelrl.evaluate.config import EvalConfig
+from kernelrl.evaluate.confine import cpus_for_slot, install_seccomp, make_undumpable, set_affinity
+from kernelrl.evaluate.exchange import Channel
+from kernelrl.evaluate.judge import Judge
+from kernelrl.evaluate.protocol import write_message
+from kernelrl.evaluate.result import EvalResult
+from kernelrl.evaluate.runner import serve_candidate
+from kernelrl.evaluate.sandbox import SANDBOX_ENV, drop_privileges
+from kernelrl.native.build import BuildBroker, cache_dir, set_build_broker
+from kernelrl.tasks.task import Task
+
+
+def sign(key: bytes, payload: str) -> str:
+    return hmac.new(key, payload.encode(), hashlib.sha256).hexdigest()
+
+
+def signed(key: bytes, message: dict[str, Any]) -> dict[str, Any]:
+    """Messages from the evaluated process carry an HMAC under a per-job key, so bytes that candidate
+    code writes to the channel (a forged verdict) are told apart from the evaluator's own."""
+    payload = json.dumps(message)
+    return {"payload": payload, "mac": sign(key, payload)}
+
+
+def _limit(kind: int, value: int) -> None:
+    try:
+        resource.setrlimit(kind, (value, value))
+    except (ValueError, OSError):
+        pass
+
+
+PROTOCOL_FDS: list[int] = []  # the supervisor's channel to the pool, closed in every child
+
+
+def judge_main(
+    job: dict[str, Any], key: bytes, write_fd: int, build_fds: tuple[int, int], workdir: str, output_path: str
+) -> None:
+    """Runs in the forked judge; never returns. It forks the candidate process first (before it holds
+    anything the verdict depends on), then judges it. `build_fds`: the candidate's pipe ends to the build
+    service (request, reply)."""
+    status = 0
+    try:
+        os.setpgid(0, 0)
+        for fd in PROTOCOL_FDS:
+            os.close(fd)
+        config = EvalConfig.from_dict(job["config"])
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for target in (0, 1, 2):  # the task's own prints go nowhere; the candidate's go to its output file
+            os.dup2(devnull, target)
+        os.close(devnull)
+        cpus = cpus_for_slot(int(os.environ.get("KERNELRL_WORKER_SLOT", "0")), config.num_threads)
+        judge_sock, candidate_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+        if pid == 0:
+            os.close(write_fd)
+            judge_sock.close()
+            candidate_main(job, config, candidate_sock.fileno(), build_fds, workdir, output_path, cpus)
+        candidate_sock.close()
+        for fd in build_fds:
+            os.close(fd)
+        make_undumpable()  # a same-uid candidate can neither trace the judge nor open its /proc files
+        _limit(resource.RLIMIT_AS, config.memory_limit_mb * 2**20)
+        _limit(resource.RLIMIT_CORE, 0)
+        # The judge is not pinned to the candidate's CPUs: its sampler thread must run while the candidate computes.
+        import torch
+
+        torch.set_num_threads(config.num_threads)
+
+        def announce(stage: str, timeout: float) -> None:
+            write_message(write_fd, signed(key, {"event": "stage", "stage": stage}))
+
+        process = CandidateProcess(pid, Channel(judge_sock), describe_exit, config.memory_limit_mb * 2**20)
+        judge = Judge(Task.from_dict(job["task"]), Candidate(**job["candidate"]), config, announce, process,
+                      own_objects=_own_objects(job, workdir))
+        result = judge.run(job.get("cached_reference"), bool(job.get("compile_candidate")))
+        _confinement_notes(result, pid)
+        _end_candidate(pid)
+        write_message(write_fd, signed(key, {"event": "result", "result": result.to_dict()}))
+    except BaseException:
+        status = 70
+        try:
+            write_message(write_fd, signed(key, {"event": "error", "traceback": traceback.format_exc()[-4000:]}))
+        except Exception:
+            pass
+    finally:
+        os._exit(status)
+
+
+def candidate_main(
+    job: dict[str, Any], config: EvalConfig, sock_fd: int, build_fds: tuple[int, int], workdir: str,
+    output_path: str, cpus: list[int],
+) -> None:
+    """Runs in the forked candidate process; never returns. Confines itself (output file, rlimits, CPUs,
+    uid, seccomp) before any candidate code exists in it, then serves the judge's requests."""
+    status = 0
+    try:
+        os.setpgid(0, 0)  # its own group: the judge's kill reaches everything it starts (setsid is denied)
+        set_build_broker(BuildBroker(*build_fds))
+        out = os.open(output_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.close(out)
+        os.close(devnull)
+        _limit(resource.RLIMIT_AS, config.memory_limit_mb * 2**20)
+        _limit(resource.RLIMIT_FSIZE, config.output_limit_mb * 2**20)
+        _limit(resource.RLIMIT_CORE, 0)
+        t = config.timeouts
+        _limit(resource.RLIMIT_CPU, int((2 * t.build + t.init + t.correctness + t.timing) * config.num_threads) + 30)
+        set_affinity(os.getpid(), cpus)
+        drop_privileges(workdir)
+        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it; writing past the limit must kill
+        os.chdir(workdir)
+        os.environ["OMP_NUM_THREADS"] = str(config.num_threads)
+        # torch.compile's cache in the evaluation's own directory: the shared /tmp/torchinductor_<user> may
+        # belong to another uid (the candidate runs as its slot's uid), and must not be shared anyway
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(workdir, "torchinductor")
+        import torch
+
+        torch.set_num_threads(config.num_threads)
+        backend = get_backend(job["candidate"]["backend"])
+        device = str(backend.device(config.device_index))
+        install_seccomp(os.getpid())
+        serve_candidate(sock_fd, job["candidate"]["backend"], device, config.guards)
+    except BaseException:
+        status = 70
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(status)
+
+
+def _own_objects(job: dict[str, Any], workdir: str) -> tuple[str, ...] | None:
+    """Where the candidate's own built code lives (native and torch-extension caches, its work directory),
+    for the coverage profile; None where the backend's compute cannot be attributed on this machine
+    (the Triton interpreter computes with numpy; GPU kernels are not on the CPU) or sampling is unavailable."""
+    from kernelrl.evaluate.perf_sampler import sampling_method
+
+    if job["candidate"]["backend"] != "cpu" or sampling_method() is None:
+        return None
+    cache = str(cache_dir())
+    return (os.path.join(cache, "native"), os.environ.get("TORCH_EXTENSIONS_DIR") or os.path.join(cache, "torch_extensions"), workdir)
+
+
+def _end_candidate(pid: int) -> None:
+    """Kill the candidate's process group and reap it (the supervisor then finds little or nothing left)."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+
+
+def _confinement_notes(result: EvalResult, pid: int) -> None:
+    """How the candidate process was confined, as the judge sees it from outside (its /proc status), in
+    `environment["confinement"]`; a defence that did not hold is also named in the notes."""
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            fields = dict(line.split(":", 1) for line in handle if ":" in line)
+    except OSError:
+        return
+    confinement = {
+        "seccomp": fields.get("Seccomp", "").strip() == "2",
+        "capabilities": int(fields.get("CapEff", "0").strip() or "0", 16) != 0,
+        "own_uid": fields.get("Uid", "").split()[:1] != [str(os.getuid())],
+        "bubblewrap": os.environ.get(SANDBOX_ENV) == "bwrap",
+    }
+    result.environment["confinement"] = confinement
+    if not confinement["seccomp"]:
+        result.notes.append("the candidate process ran without a seccomp filter")
+    if confinement["capabilities"]:
+        result.notes.append("the candidate process held capabilities: it could reach the judge")
+
+
+def describe_exit(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        name = signal.Signals(sig).name if sig in signal.Signals.__members__.values() else str(sig)
+        reason = {
+            "SIGSEGV": "segmentation fault",
+            "SIGBUS": "bus error",
+            "SIGABRT": "aborted",
+            "SIGKILL": "killed (out of memory or external kill)",
+            "SIGXFSZ": "output file size limit exceeded",
+            "SIGXCPU": "CPU time limit exceeded",
+            "SIGFPE": "arithmetic exception",
+        }.get(name, "killed by a signal")
+        return f"the evaluated process died: {reason} ({name})"
+    return f"the evaluated process exited with status {os.WEXITSTATUS(status)} before reporting a result"
+
+

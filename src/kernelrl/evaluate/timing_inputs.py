@@ -1,0 +1,138 @@
+"""The timing inputs the judge gives a candidate's timed calls: several input sets that differ in a few
+scattered rows, copied into shared-memory slots that are refilled between requests, and the order of
+calls over the slots; and the summary of the per-call times."""
+
+from __future__ import annotations
+
+import random
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from kernelrl.evaluate.candidate_process import CandidateProcess
+from kernelrl.evaluate.guards import mutated
+
+MAX_SLOTS = 1000  # a request never repeats a slot, so k is at most the slot count
+SLOT_BYTES = 32 * 2**20  # input copies shared with the candidate for timing
+
+
+class InputSlots:
+    """Copies of the timing input sets in shared memory, one per slot; a timed request gives each call a
+    slot of its own, and the slots a request used are refilled with another set's values before the
+    next. An output cached by input address (or object) is then wrong on the next use of that slot,
+    and within a request no slot repeats (k is capped at the slot count). `content[slot]` is the set a
+    slot holds now."""
+
+    def __init__(self, process: CandidateProcess, sets: dict[str, list[Any]], rng: random.Random, on_device: bool) -> None:
+        self.sets, self.names, self.rng = sets, list(sets), rng
+        in_bytes = max(1, sum(x.numel() * x.element_size() for x in sets[self.names[0]] if isinstance(x, torch.Tensor)))
+        count = max(len(self.names), min(MAX_SLOTS, SLOT_BYTES // in_bytes))
+        self.content = {f"x{j}": self.names[j % len(self.names)] for j in range(count)}
+        self.shared = process.send_inputs("slots", {slot: sets[name] for slot, name in self.content.items()})
+        self.refillable = not on_device and len(self.names) > 1  # device copies live in the candidate
+        self.was_mutated = False
+        self.previous = ""  # the set the last call held
+
+    def count(self) -> int:
+        return len(self.content)
+
+    def order(self, k: int) -> list[str]:
+        """k slots for one request (`changing_order`), continuing from the last request's last call."""
+        order = changing_order(self.content, k, self.rng, self.previous)
+        if order:
+            self.previous = self.content[order[-1]]
+        return order
+
+    def refill(self, used: list[str] | None = None) -> None:
+        """Give each used slot (all by default) the values of another set, in place."""
+        if not self.refillable:
+            return
+        for slot in dict.fromkeys(used if used is not None else self.content):
+            self.was_mutated = self.was_mutated or mutated(to_cpu(self.sets[self.content[slot]]), self.shared[slot])
+            current = self.names.index(self.content[slot])
+            new = self.names[(current + self.rng.randrange(1, len(self.names))) % len(self.names)]
+            for target, source in zip(self.shared[slot], self.sets[new], strict=True):
+                if isinstance(target, torch.Tensor):
+                    target.copy_(source)
+            self.content[slot] = new
+
+    def mutated(self) -> bool:
+        """Whether a call changed its inputs: a used slot differed (bitwise) from the set the judge had put
+        there when it was refilled, or a slot differs now."""
+        return self.was_mutated or any(mutated(to_cpu(self.sets[name]), self.shared[slot]) for slot, name in self.content.items())
+
+
+def changing_order(content: dict[str, str], k: int, rng: random.Random, previous: str = "") -> list[str]:
+    """k of the slots in `content` (slot -> the set it holds), distinct while there are enough, in random
+    order, where no call holds the same set as the call before it (the first: `previous`) while a slot
+    with another set is free. Every call then changes the inputs: an answer reused because the input
+    looks or is unchanged (a few probe elements compared, or all of it) is wrong on any call, not only
+    after the few set changes a random order would have."""
+    order: list[str] = []
+    while len(order) < k:
+        free: dict[str, list[str]] = {}
+        for slot in rng.sample(list(content), len(content)):
+            free.setdefault(content[slot], []).append(slot)
+        for _ in range(min(len(content), k - len(order))):
+            left = sum(len(slots) for slots in free.values())
+            others = [name for name, slots in free.items() if slots and name != previous]
+            crowded = [name for name in others if 2 * len(free[name]) > left]  # else its slots end up in a row
+            name = crowded[0] if crowded else rng.choice(others) if others else previous
+            order.append(free[name].pop())
+            previous = name
+    return order
+
+
+@dataclass
+class Measurement:
+    median_ms: float
+    spread_ms: float  # interquartile range
+    trials: int
+
+
+def summarise(samples_ms: list[float]) -> Measurement:
+    samples = sorted(samples_ms)
+    if len(samples) >= 4:
+        quartiles = statistics.quantiles(samples, n=4)
+        spread = quartiles[2] - quartiles[0]
+    else:
+        spread = samples[-1] - samples[0]
+    return Measurement(statistics.median(samples), spread, len(samples))
+
+
+MIXED_ROW_SHARES = (1 / 64, 0.25)
+
+
+def mix_rows(base: list[Any], other: list[Any], generator: torch.Generator, share: float) -> tuple[list[Any], torch.Tensor]:
+    """`base` with a random `share` of its rows (leading index; at least one) taken from `other`, an
+    independent draw of the task's inputs, in every tensor input with the same leading size; and the rows
+    taken. Sets that differ in a few scattered rows defeat a kernel that fingerprints a few input elements
+    to reuse an earlier answer: it mistakes one set for another and is wrong in those rows, which the spot
+    checks read. A batch of one takes `other` whole."""
+    lead = lead_size(base)
+    if lead <= 1:
+        return other, torch.empty(0, dtype=torch.long)
+    index = torch.randperm(lead, generator=generator)[: max(1, int(lead * share))]
+    mixed = []
+    for b, o in zip(base, other, strict=True):
+        if isinstance(b, torch.Tensor) and isinstance(o, torch.Tensor) and b.dim() >= 1 and b.shape[0] == lead \
+                and o.shape == b.shape:
+            b = b.clone()
+            b[index.to(b.device)] = o[index.to(o.device)]
+        mixed.append(b)
+    return mixed, index
+
+
+def lead_size(inputs: list[Any]) -> int:
+    """The leading size of the first tensor input (1 without one)."""
+    return next((x.shape[0] for x in inputs if isinstance(x, torch.Tensor) and x.dim() >= 1), 1)
+
+
+def to_cpu(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu")
+    if isinstance(value, list | tuple):
+        return type(value)(to_cpu(v) for v in value)
+    return value
