@@ -7,7 +7,7 @@ equal FLOPs over three model sizes, the gap to byte-only against size; minutes o
 ``nki-agent`` (NKI-Agent: tool use vs single shot with the same policy on the NKI suite, compile vs
 execution reward by best-of-n and a tiny GRPO run; a few minutes on 2 cores) and ``direct-opd``
 (weak-to-strong Direct-OPD: a weak teacher pair's shift applied to a stronger student, vs step-matched RL
-and reverse KL to the teacher, top-K and two sequential shifts; seeds 0-2, ~15-22 min on 2 shared cores).
+and reverse KL to the teacher, top-K and two sequential shifts; seeds 0-2, ~10 min on 2 cores).
 `--smoke` runs a seconds-sized version; `key=value` pairs right after the target (or `--set key=value`,
 anywhere) override the config.
 """

@@ -17,7 +17,7 @@ Yang et al. 2026, arXiv 2602.12125). Per seed:
    ``student_from``; with lambda = beta its optimum is the one shift (T, Tref)'s).
 
 Held-out pass rates (greedy and sampled) of everyone on the same chains and eval seeds; gym timing is
-off (correctness only, binary RL reward) to fit 3 seeds in about 15 minutes on 2 cores. Writes
+off (correctness only, binary RL reward: deterministic runs) to fit 3 seeds in about 10 minutes on 2 cores. Writes
 ``report.md``, ``direct-opd.png`` and ``results.json``; the report states the sign of each effect.
 """
 
@@ -51,7 +51,7 @@ METRICS = ("pass_rate", "sampled_pass_rate")
 _COMMON = ["threads=1", "checkpoint_every=0", "tensorboard=false", "progress=false", "rl.reward=binary",
            "rl.dynamic_sampling=false", "eval.measure_timing=false", "eval.correctness_trials=1",
            "distill.student=wide", "distill.kl_mode=reward", "distill.token_coef=1.0", "distill.kl_coef=1.0"]
-#: the CPU-scale setting (about 15 minutes for 3 seeds on 2 cores); `smoke=True` shrinks it to seconds
+#: the CPU-scale setting (about 10 minutes for 3 seeds on 2 shared cores); `smoke=True` shrinks it to seconds
 DEFAULT = [*_COMMON, "name=repro-direct-opd", "task.n_train=150", "task.n_heldout=32", "task.min_ops=2",
            "task.max_ops=2", "task.rows=64", "task.cols=256",
            "model.hidden_size=64", "model.num_layers=2", "model.num_heads=4", "sft.steps=80",
