@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kernelrl.train.config import TrainConfig
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -10,16 +14,26 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=__doc__)
     p.add_argument("--preset", default="tiny-cpu")
     p.add_argument("--out", default=None)
+    p.add_argument("--student-from", default=None, metavar="RUN",
+                   help="start the student from an earlier run's distilled student (or a train run's final policy): "
+                        "a second teacher pair then composes its shift on the first")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE")
     p.set_defaults(handler=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def config(args: argparse.Namespace) -> TrainConfig:
+    """The run's config: the preset, the `key=value` overrides, then ``--out`` and ``--student-from``."""
     from kernelrl.train.config import load_config
-    from kernelrl.train.distill import run_distill
 
     overrides = list(args.overrides) + ([f"out_dir={args.out}"] if args.out else [])
-    cfg = load_config(args.preset, None, overrides)
+    overrides += [f"distill.student_from={args.student_from}"] if args.student_from else []
+    return load_config(args.preset, None, overrides)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kernelrl.train.distill import run_distill
+
+    cfg = config(args)
     summary = run_distill(cfg)
     print(summary["verdict"])
     t = summary["times"]

@@ -3,9 +3,11 @@
 Targets: ``drkernel`` (Dr. Kernel: lazy optimisation with and without PR + PRS in hybrid mode, GRPO's
 self-inclusion bias vs TRLOO on multi-turn returns, sequential test-time scaling; ~10 min on 2 cores),
 ``proxy`` (proxy compression: byte-only vs compressed-view arms vs a tokenizer-only baseline at
-equal FLOPs over three model sizes, the gap to byte-only against size; minutes on 2 cores) and
+equal FLOPs over three model sizes, the gap to byte-only against size; minutes on 2 cores),
 ``nki-agent`` (NKI-Agent: tool use vs single shot with the same policy on the NKI suite, compile vs
-execution reward by best-of-n and a tiny GRPO run; a few minutes on 2 cores).
+execution reward by best-of-n and a tiny GRPO run; a few minutes on 2 cores) and ``direct-opd``
+(weak-to-strong Direct-OPD: a weak teacher pair's shift applied to a stronger student, vs step-matched RL
+and reverse KL to the teacher, top-K and two sequential shifts; seeds 0-2, ~10 min on 2 cores).
 `--smoke` runs a seconds-sized version; `key=value` pairs right after the target (or `--set key=value`,
 anywhere) override the config.
 """
@@ -14,13 +16,16 @@ from __future__ import annotations
 
 import argparse
 
+TARGETS = ("drkernel", "proxy", "nki-agent", "direct-opd")
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("repro", help="reproduce a paper's findings at CPU scale (drkernel, proxy, nki-agent)",
+    p = sub.add_parser("repro", help=f"reproduce a paper's findings at CPU scale ({', '.join(TARGETS)})",
                        description=__doc__)
-    p.add_argument("target", choices=["drkernel", "proxy", "nki-agent"])
+    p.add_argument("target", choices=TARGETS)
     p.add_argument("--out", default=None, help="run directory (default runs/repro-<target>)")
     p.add_argument("--smoke", action="store_true", help="a seconds-sized run (for tests)")
+    p.add_argument("--seeds", default=None, help="direct-opd: comma-separated seeds (default 0,1,2; --smoke: 0)")
     p.add_argument("--print-config", action="store_true", help="print the resolved training config and exit")
     p.add_argument("--report-only", action="store_true", help="re-render report.md and the plot from --out's results.json")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="training config overrides, e.g. rl.steps=4")
@@ -33,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
         return run_proxy(args)
     if args.target == "nki-agent":
         return run_nki_agent(args)
+    if args.target == "direct-opd":
+        return run_direct_opd(args)
     from kernelrl.train.repro_drkernel import repro_config, rewrite_report, run_drkernel
 
     cfg = repro_config(args.smoke, [*args.overrides, *args.set])
@@ -108,4 +115,31 @@ def run_proxy(args: argparse.Namespace) -> int:
     for arm, t in res["trends"].items():
         print(f"{arm}: gap to bytes {t['first']:+.4f} -> {t['last']:+.4f} (smallest -> largest size)")
     print(f"report: {out}/report.md ({res['wall_seconds']:.0f} s wall, {res['process_cpu_seconds']:.0f} s CPU)")
+    return 0
+
+
+def run_direct_opd(args: argparse.Namespace) -> int:
+    from kernelrl.train.repro_direct_opd import repro_config, rewrite_report
+    from kernelrl.train.repro_direct_opd import run_direct_opd as run_all
+
+    cfg = repro_config(args.smoke, [*args.overrides, *args.set])
+    if args.print_config:
+        print(cfg.to_yaml())
+        return 0
+    out = args.out or f"runs/repro-direct-opd{'-smoke' if args.smoke else ''}"
+    if args.report_only:
+        rewrite_report(out)
+        print(f"report: {out}/report.md")
+        return 0
+    raw = args.seeds or ("0" if args.smoke else "0,1,2")
+    try:
+        seeds = tuple(int(x) for x in raw.split(","))
+    except ValueError:
+        raise SystemExit(f"--seeds: expected comma-separated integers, got {raw!r}") from None
+    res = run_all(cfg, out, seeds=seeds)
+    s = res["summary"]
+    print(f"student before {s['student_before']['sampled_pass_rate']:.3f} sampled pass; after: " + ", ".join(
+        f"{arm} {s[arm]['sampled_pass_rate']:.3f} ({s[arm]['sampled_pass_rate_change']:+.3f})"
+        for arm in ("direct_opd", "direct_opd_topk", "reverse_kl", "rl", "sequential")))
+    print(f"report: {out}/report.md ({res['times']['total_s']:.0f} s)")
     return 0

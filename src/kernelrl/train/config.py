@@ -30,6 +30,8 @@ class ModelConfig(_Section):
     max_positions: int = Field(256, ge=16)
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     device: str = "cpu"
+    # `kernelrl train`: start the policy from these safetensors weights (same architecture), before SFT
+    init_from: str | None = None
 
 
 class TaskConfig(_Section):
@@ -185,18 +187,33 @@ class EvalSection(_Section):
     sandbox: Literal["auto", "bwrap", "none"] = "auto"
     heldout_samples: int = Field(1, ge=1)  # greedy when 1
     compile_baseline: bool = False  # also time torch.compile(reference) (the speedup_vs_compile reward needs it)
+    measure_timing: bool = True  # false: correctness only (speedups and fast_1 read 0; for a correctness reward)
 
 
 class DistillConfig(_Section):
     """Direct-OPD (`kernelrl.train.distill`): teacher pair from `teacher_run` (its ``sft_policy`` and final
     ``policy``); when it has none, a short RL run (`teacher_rl_steps`) makes one. The student starts as a
-    copy of the teacher's SFT policy (``teacher_ref``) or is a wider model of the same family."""
+    copy of the teacher's SFT policy (``teacher_ref``), as a larger model of the same family trained by its
+    own SFT (``wide``: `student_hidden_size`, `student_num_layers`, `student_sft_steps`, `student_sft_lr`),
+    or, with `student_from`, from an earlier run's weights (a distill run's student or a train run's final
+    policy: shifts composed sequentially)."""
 
     teacher_run: str | None = None
     teacher_rl_steps: int = Field(15, ge=1)
-    student: Literal["teacher_ref", "wide"] = "teacher_ref"  # start from the teacher's SFT policy, or a new wider model
+    student: Literal["teacher_ref", "wide"] = "teacher_ref"  # start from the teacher's SFT policy, or a new larger model
     student_hidden_size: int = Field(192, ge=8)  # for student=wide
+    student_num_layers: int | None = Field(None, ge=1)  # for student=wide; None: the teacher's
     student_sft_steps: int = Field(150, ge=0)
+    student_sft_lr: float | None = Field(None, gt=0)  # None: sft.lr
+    student_from: str | None = None  # an earlier run directory whose student (or final policy) starts this one
+    # direct_opd: reward log pi_T - log pi_Tref (the pair's shift); reverse_kl: log pi_T - log pi (distil the
+    # teacher's final policy itself, standard on-policy distillation; teacher_ref and kl_coef unused)
+    objective: Literal["direct_opd", "reverse_kl"] = "direct_opd"
+    # sampled: the reward of the sampled token; topk: every one of the student's top-K tokens per position
+    # is an action with its own reward, weighted by `topk_weighting` (`kernelrl.rl.opd_topk_rewards`)
+    token_reward: Literal["sampled", "topk"] = "sampled"
+    topk: int = Field(8, ge=1)
+    topk_weighting: Literal["student", "teacher", "unweighted"] = "student"
     steps: int = Field(60, ge=1)
     prompts_per_step: int = Field(8, ge=1)
     samples_per_prompt: int = Field(4, ge=1)
@@ -209,6 +226,13 @@ class DistillConfig(_Section):
     kl_coef: float = Field(1.0, ge=0)
     kl_mode: Literal["reward", "k3_loss"] = "reward"
     adaptive: bool = False  # Direct-OPD's controller: raise the KL coefficient while the mean reward is positive
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DistillConfig:
+        if self.token_reward == "topk" and self.kl_mode == "k3_loss":
+            raise ValueError("distill.token_reward=topk needs distill.kl_mode=reward (the KL to pi_0 enters each "
+                             "candidate's reward); k3_loss is a sampled-token loss")
+        return self
 
 
 class TrainConfig(_Section):
@@ -235,6 +259,11 @@ class TrainConfig(_Section):
             raise ValueError("trloo needs rl.turns >= 1")
         if self.rl.rollout == "copris" and self.rl.concurrency < self.rl.group_size:
             raise ValueError("rl.concurrency must be >= rl.group_size for copris")
+        if not self.eval.measure_timing and self.rl.reward not in ("binary", "correct", "compile", "compiled"):
+            raise ValueError(f"eval.measure_timing=false leaves no speedup for rl.reward={self.rl.reward!r}; "
+                             "use rl.reward=binary (or compile)")
+        if self.distill.token_reward == "topk" and self.distill.topk > self.model.vocab_size:
+            raise ValueError(f"distill.topk ({self.distill.topk}) must be <= model.vocab_size ({self.model.vocab_size})")
         return self
 
     def to_yaml(self) -> str:

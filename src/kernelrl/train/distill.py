@@ -16,9 +16,16 @@ the sampled negative reverse KL to the teacher. `DistillConfig.kl_mode = "k3_los
 k3 KL *loss* term, whose gradient is that of the forward ``KL(pi_0 || pi)`` and whose optimum
 over-weights the tokens of largest teacher log-ratio (the held-out pass rate fell with it).
 
+`DistillConfig.token_reward = "topk"`: each of the student's top-K tokens per position is an action with
+its own reward (`kernelrl.rl.opd_topk_rewards`, `opd_topk_clipped_loss`), the KL to ``pi_0`` entering each
+candidate's reward as above. `DistillConfig.objective = "reverse_kl"` is the distillation baseline of the
+Direct-OPD paper: reward ``log pi_T - log pi`` (the teacher's final policy itself, no ``pi_Tref``).
+
 No gym call is needed to train; the gym judges the student (and the teacher, for comparison) on
-held-out chains before and after. Running it again with another teacher pair on the result composes
-shifts sequentially.
+held-out chains before and after. `DistillConfig.student_from` starts the student from an earlier run's
+student (``kernelrl distill --student-from RUN``): with another teacher pair that composes shifts
+sequentially; with the KL in the reward and lambda = beta, two shifts ``(T1, Tref)`` then ``(T2, T1)``
+have the optimum ``pi_0 (T1 / Tref)(T2 / T1) = pi_0 T2 / Tref``, that of the one shift ``(T2, Tref)``.
 """
 
 from __future__ import annotations
@@ -40,13 +47,23 @@ from kernelrl.rl import (
     kl_loss,
     opd_regularized_token_rewards,
     opd_token_rewards,
+    opd_topk_clipped_loss,
+    opd_topk_rewards,
     ppo_clip_loss,
     token_reward_direct_advantages,
 )
 from kernelrl.rl.masked import masked_mean
-from kernelrl.train.config import DistillConfig, TrainConfig
-from kernelrl.train.job import eval_config, heldout_eval, run_train, save_weights, seed_everything
-from kernelrl.train.logprobs import response_distributions, response_logprobs
+from kernelrl.rl.opd import topk_candidates
+from kernelrl.train.config import DistillConfig, ModelConfig, TrainConfig, load_config
+from kernelrl.train.job import (
+    eval_config,
+    heldout_eval,
+    load_weights,
+    run_train,
+    save_weights,
+    seed_everything,
+)
+from kernelrl.train.logprobs import response_distributions
 from kernelrl.train.logs import MetricsLogger, Progress
 from kernelrl.train.model import build_model, clone_model
 from kernelrl.train.rollout import EvalCache
@@ -116,28 +133,26 @@ def opd_step(student: Any, teacher: Any, teacher_ref: Any, anchor: Any, opt: tor
     `anchor` is ``pi_0``, the frozen student start of the KL term. Metrics are measured on the batch
     before the update: ``kl_teacher`` is the exact per-token ``KL(pi_S || pi_T)``, ``kl_teacher_k1``
     its sampled estimate ``mean(log pi_S - log pi_T)``, ``kl_anchor`` the k1 estimate of ``KL(pi_S || pi_0)``,
-    ``opd_reward`` the mean teacher log-ratio ``log pi_T - log pi_Tref`` of the sampled tokens.
+    ``opd_reward`` the mean teacher log-ratio ``log pi_T - log pi_Tref`` of the sampled tokens,
+    ``token_reward`` the mean token reward the update used (before centring; top-K: weighted over candidates).
     """
+    topk = d.token_reward == "topk"
     with torch.no_grad():
         t_all, t_lp, mask = response_distributions(teacher, prompts, responses, pad_id=pad_id)
-        r_lp, _, _ = response_logprobs(teacher_ref, prompts, responses, pad_id=pad_id)
-        a_lp, _, _ = response_logprobs(anchor, prompts, responses, pad_id=pad_id)
+        r_all, r_lp, _ = response_distributions(teacher_ref, prompts, responses, pad_id=pad_id)
+        a_all, a_lp, _ = response_distributions(anchor, prompts, responses, pad_id=pad_id)
     student.train()
     s_all, lp, _ = response_distributions(student, prompts, responses, pad_id=pad_id)
     opd = opd_token_rewards(t_lp, r_lp, mask)
-    if d.kl_mode == "reward":
-        rewards = opd_regularized_token_rewards(t_lp, r_lp, lp.detach(), a_lp, mask, reward_scale=d.token_coef,
-                                                kl_coef=kl_coef)
+    if topk:
+        loss, rewards = _topk_loss(s_all, t_all, r_all, a_all, mask, d, kl_coef)
     else:
-        rewards = d.token_coef * opd
-    if d.center:  # E_pi[grad log pi(a_t)] = 0, so a constant baseline leaves the gradient unbiased
-        rewards = torch.where(mask, rewards - masked_mean(rewards, mask), torch.zeros_like(rewards))
-    adv = token_reward_direct_advantages(None, None, mask, token_rewards=rewards)
-    # one on-policy epoch: pi_old is the sampling policy, i.e. the student before this update (ratio 1)
-    out = ppo_clip_loss(lp, lp.detach(), adv, mask)
-    loss = out.loss
-    if d.kl_mode == "k3_loss" and kl_coef > 0:
-        loss = loss + kl_coef * kl_loss(lp, a_lp, mask, kind="k3")
+        rewards = _sampled_rewards(t_lp, r_lp, lp.detach(), a_lp, mask, d, kl_coef)
+        adv = token_reward_direct_advantages(None, None, mask, token_rewards=_center(rewards, mask) if d.center else rewards)
+        # one on-policy epoch: pi_old is the sampling policy, i.e. the student before this update (ratio 1)
+        loss = ppo_clip_loss(lp, lp.detach(), adv, mask).loss
+        if d.kl_mode == "k3_loss" and kl_coef > 0 and d.objective == "direct_opd":
+            loss = loss + kl_coef * kl_loss(lp, a_lp, mask, kind="k3")
     opt.zero_grad(set_to_none=True)
     loss.backward()
     gn = torch.nn.utils.clip_grad_norm_(student.parameters(), max_grad_norm)
@@ -146,6 +161,7 @@ def opd_step(student: Any, teacher: Any, teacher_ref: Any, anchor: Any, opt: tor
     with torch.no_grad():
         return {
             "opd_reward": float(masked_mean(opd, mask)),
+            "token_reward": float(masked_mean(rewards, mask)),
             "kl_teacher": float(masked_mean(kl_exact(s_all.detach(), t_all, mask), mask)),
             "kl_teacher_k1": float(masked_mean(lp.detach() - t_lp, mask)),
             "kl_anchor": float(masked_mean(lp.detach() - a_lp, mask)),
@@ -156,11 +172,95 @@ def opd_step(student: Any, teacher: Any, teacher_ref: Any, anchor: Any, opt: tor
         }
 
 
-def run_distill(cfg: TrainConfig, pool: EvalPool | None = None) -> dict[str, Any]:
+def _center(x: torch.Tensor, mask: torch.Tensor, mean_of: torch.Tensor | None = None) -> torch.Tensor:
+    """`x` minus the batch mean (of `mean_of`, default `x`) over the response tokens; E_pi[grad log pi] = 0,
+    so a constant baseline leaves the gradient unbiased."""
+    m = masked_mean(x if mean_of is None else mean_of, mask)
+    keep = mask if x.dim() == mask.dim() else mask.unsqueeze(-1)
+    return torch.where(keep, x - m, torch.zeros_like(x))
+
+
+def _sampled_rewards(t_lp: torch.Tensor, r_lp: torch.Tensor, lp: torch.Tensor, a_lp: torch.Tensor,
+                     mask: torch.Tensor, d: DistillConfig, kl_coef: float) -> torch.Tensor:
+    """Token rewards ``[B, T]`` of the sampled tokens (before centring): Direct-OPD (G-OPD Eq. 4-6 with kl_mode=reward) or
+    the reverse-KL baseline ``log pi_T - log pi`` (`opd_token_rewards` with the student as the reference)."""
+    if d.objective == "reverse_kl":
+        return d.token_coef * opd_token_rewards(t_lp, lp, mask)
+    if d.kl_mode == "reward":
+        return opd_regularized_token_rewards(t_lp, r_lp, lp, a_lp, mask, reward_scale=d.token_coef, kl_coef=kl_coef)
+    return d.token_coef * opd_token_rewards(t_lp, r_lp, mask)
+
+
+def _topk_loss(s_all: torch.Tensor, t_all: torch.Tensor, r_all: torch.Tensor, a_all: torch.Tensor,
+               mask: torch.Tensor, d: DistillConfig, kl_coef: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(loss, token rewards ``[B, T]`` before centring) of top-K Direct-OPD: the student's top-K candidates per position
+    (`topk_candidates`), candidate v's advantage ``lambda (log pi_T - log pi_Tref)(v) - beta (log pi - log pi_0)(v)``
+    (reverse_kl: ``lambda (log pi_T - log pi)(v)``), weights from `opd_topk_rewards`, one on-policy
+    `opd_topk_clipped_loss` step."""
+    ids, s_k = topk_candidates(s_all.detach(), d.topk)
+    t_k, r_k, a_k = (x.gather(-1, ids) for x in (t_all, r_all, a_all))
+    reverse = d.objective == "reverse_kl"
+    tk = opd_topk_rewards(s_k, t_k, s_k if reverse else r_k, mask, weighting=d.topk_weighting)
+    adv = d.token_coef * tk.deltas
+    if not reverse:
+        adv = adv - kl_coef * torch.where(mask.unsqueeze(-1), s_k - a_k, torch.zeros_like(s_k))
+    rewards = (tk.weights * adv).sum(-1)
+    if d.center:
+        adv = _center(adv, mask, mean_of=rewards)
+    lp_k = s_all.gather(-1, ids)
+    out = opd_topk_clipped_loss(lp_k, lp_k.detach(), adv, tk.weights, mask, coef=1.0)
+    return out.loss, rewards
+
+
+def student_weights(run: str | Path) -> tuple[Path, ModelConfig]:
+    """(weights, model config) of the student to start from, for `distill.student_from` = `run`: a distill
+    run's student (``run/distill/`` or that directory itself), else a train run's final policy."""
+    run = Path(run)
+    for d in (run / "distill", run):
+        if (d / "student.safetensors").is_file() and (d / "student_model.json").is_file():
+            return d / "student.safetensors", ModelConfig.model_validate_json((d / "student_model.json").read_text())
+    if (run / "policy.safetensors").is_file() and (run / "config.yaml").is_file():
+        return run / "policy.safetensors", load_config(None, run / "config.yaml").model
+    raise FileNotFoundError(f"distill.student_from: {run} holds no distilled student (distill/student.safetensors "
+                            "+ student_model.json) and no train run's policy.safetensors + config.yaml")
+
+
+def build_student(cfg: TrainConfig, teacher_ref: Any, tok: Any,
+                  family: TaskFamily) -> tuple[Any, ModelConfig, dict[str, Any]]:
+    """(student, its model config, info): from `distill.student_from`, a copy of `teacher_ref`, or a larger
+    model of the same family trained by its own SFT (`distill.student` = ``wide``)."""
+    d = cfg.distill
+    if d.student_from:
+        path, mcfg = student_weights(d.student_from)
+        student, stok = build_model(mcfg, family.tokenizer_corpus(), cfg.seed + 1)
+        if stok.get_vocab() != tok.get_vocab():
+            raise ValueError(f"distill.student_from: {d.student_from}'s tokenizer differs from the teacher's")
+        load_weights(student, path, "distill.student_from")
+        info: dict[str, Any] = {"start": "from", "student_from": str(path)}
+    elif d.student == "teacher_ref":  # the pair's shift applied to a copy of the pre-RL policy
+        student, mcfg, info = clone_model(teacher_ref), cfg.model, {"start": "teacher_ref"}
+    else:  # a larger model of the same family, warmed up by its own SFT (weak-to-strong)
+        mcfg = cfg.model.model_copy(update={"hidden_size": d.student_hidden_size,
+                                            "num_layers": d.student_num_layers or cfg.model.num_layers})
+        student, _ = build_model(mcfg, family.tokenizer_corpus(), cfg.seed + 1)
+        t0 = time.perf_counter()
+        sft_train(student, family.sft_pairs(tok, family.train_items, cfg.seed + 1), steps=d.student_sft_steps,
+                  batch_size=cfg.sft.batch_size, lr=d.student_sft_lr or cfg.sft.lr, seed=cfg.seed + 1,
+                  pad_id=tok.pad_token_id or 0)
+        info = {"start": "wide", "sft_s": time.perf_counter() - t0}
+    for p in student.parameters():
+        p.requires_grad_(True)
+    info["model"] = mcfg.model_dump()
+    info["parameters"] = sum(p.numel() for p in student.parameters())
+    return student.eval(), mcfg, info
+
+
+def run_distill(cfg: TrainConfig, pool: EvalPool | None = None, cache: EvalCache | None = None) -> dict[str, Any]:
     """Teacher pair -> student -> held-out eval -> Direct-OPD steps -> held-out eval; ``distill.json``.
 
     The teacher is judged on the same held-out chains with the same eval seeds for comparison.
-    `pool`: an existing evaluation pool (else one is started)."""
+    `pool`: an existing evaluation pool (else one is started); `cache`: an `EvalCache` over the run's
+    task family shared with other runs (then `pool` is unused)."""
     t_start = time.perf_counter()
     torch.set_num_threads(cfg.threads)
     run = Path(cfg.out_dir) / "distill"
@@ -173,19 +273,11 @@ def run_distill(cfg: TrainConfig, pool: EvalPool | None = None) -> dict[str, Any
     pad = tok.pad_token_id or 0
     family = make_family(cfg.task, cfg.seed)
     train, heldout = family.train_items, family.heldout_items
-    if d.student == "teacher_ref":  # the pair's shift applied to a copy of the pre-RL policy
-        student = clone_model(teacher_ref)
-        for p in student.parameters():
-            p.requires_grad_(True)
-    else:  # a wider model of the same family, warmed up by SFT (weak-to-strong)
-        scfg = cfg.model.model_copy(update={"hidden_size": d.student_hidden_size})
-        student, _ = build_model(scfg, family.tokenizer_corpus(), cfg.seed + 1)
-        sft_train(student, family.sft_pairs(tok, train, cfg.seed + 1), steps=d.student_sft_steps,
-                  batch_size=cfg.sft.batch_size, lr=cfg.sft.lr, seed=cfg.seed + 1, pad_id=pad)
-    student.eval()
+    student, student_cfg, student_info = build_student(cfg, teacher_ref, tok, family)
     logger = MetricsLogger(run, cfg.tensorboard)
-    own = pool is None
-    pool = pool or EvalPool(cfg.eval.workers, eval_config(cfg), sandbox=cfg.eval.sandbox)
+    own = pool is None and cache is None
+    if own:
+        pool = EvalPool(cfg.eval.workers, eval_config(cfg), sandbox=cfg.eval.sandbox)
     batch = d.prompts_per_step * d.samples_per_prompt
     max_ctx, max_new = cfg.model.max_positions, cfg.rl.max_new_tokens
     engine = Engine(student, tok, max_batch_size=max(batch, 4 * len(heldout)), max_context=max_ctx, seed=cfg.seed)
@@ -199,7 +291,8 @@ def run_distill(cfg: TrainConfig, pool: EvalPool | None = None) -> dict[str, Any
         out["kl_to_teacher"] = kl_to_teacher(model, teacher, hp, hr, pad_id=pad)
         return out
 
-    cache = EvalCache(pool, family)
+    if cache is None:
+        cache = EvalCache(pool, family)  # type: ignore[arg-type]
     try:
         t0 = time.perf_counter()
         teacher_eval = judge(teacher_engine, teacher)
@@ -227,12 +320,14 @@ def run_distill(cfg: TrainConfig, pool: EvalPool | None = None) -> dict[str, Any
         after = judge(engine, student)
         times["heldout_after_s"] = time.perf_counter() - t0
     finally:
-        if own:
+        if own and pool is not None:
             pool.close()
     logger.close()
     save_weights(student, run / "student.safetensors")
+    (run / "student_model.json").write_text(student_cfg.model_dump_json(indent=1))
     times["total_s"] = time.perf_counter() - t_start
-    summary = {"teacher": {**info, "heldout": teacher_eval}, "before": before, "after": after, "times": times,
+    summary = {"teacher": {**info, "heldout": teacher_eval}, "student": student_info, "before": before,
+               "after": after, "objective": d.objective, "token_reward": d.token_reward, "times": times,
                "verdict": verdict(before, after, teacher_eval)}
     (run / "distill.json").write_text(json.dumps(summary, indent=1, default=str))
     return summary

@@ -36,6 +36,18 @@ def save_weights(model: Any, path: Path) -> None:
     tmp.replace(path)
 
 
+def load_weights(model: Any, path: Path, field: str) -> None:
+    """Load safetensors weights into `model`; a missing file or another architecture is an error naming `field`."""
+    from safetensors.torch import load_file
+
+    if not path.is_file():
+        raise FileNotFoundError(f"{field}: no weights file {path}")
+    try:
+        model.load_state_dict(load_file(str(path)))
+    except RuntimeError as e:
+        raise ValueError(f"{field}: {path} does not fit the configured model ({str(e).splitlines()[0]} ...)") from e
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
@@ -46,7 +58,8 @@ def eval_config(cfg: TrainConfig) -> EvalConfig:
     e = cfg.eval
     return EvalConfig(correctness_trials=e.correctness_trials, warmup=e.warmup, timing_trials=e.timing_trials,
                       timing_budget_s=e.timing_budget_s, num_threads=1,
-                      torch_ops="allow" if cfg.task.hybrid else "reject", compile_baseline=e.compile_baseline)
+                      torch_ops="allow" if cfg.task.hybrid else "reject", compile_baseline=e.compile_baseline,
+                      measure_timing=e.measure_timing)
 
 
 def sft_pairs(tok: Any, chains: list[tuple[str, ...]], seed: int, per_chain: int = 2) -> list[tuple[list[int], list[int]]]:
@@ -81,11 +94,15 @@ def heldout_eval(engine: Engine, tok: Any, cache: EvalCache, items: list[Hashabl
 
 
 def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | None = None,
-              stop_after: int | None = None, echo: bool = True, pool: EvalPool | None = None) -> dict[str, Any]:
+              stop_after: int | None = None, echo: bool = True, pool: EvalPool | None = None,
+              cache: EvalCache | None = None, report: bool = True) -> dict[str, Any]:
     """Run the whole job; returns a summary (also written to ``summary.json``).
 
     `stop_after` ends the RL loop after that many total steps (to test resume); the final eval and
-    report are then skipped. `pool`: an existing evaluation pool to use (else one is started).
+    report are then skipped. `pool`: an existing evaluation pool to use (else one is started); `cache`:
+    an `EvalCache` over the same task family to share verdicts with other runs (then `pool` is unused).
+    `model.init_from`: the policy starts from those weights (before SFT; ``sft.steps=0`` skips SFT).
+    `report`: write ``report.md`` and its plots (off for a repro's sub-runs).
     """
     t_start = time.perf_counter()
     torch.set_num_threads(cfg.threads)
@@ -98,14 +115,17 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
     family = make_family(cfg.task, cfg.seed)
     train_items, heldout = family.train_items, family.heldout_items
     model, tok = build_model(cfg.model, family.tokenizer_corpus(), cfg.seed)
+    if cfg.model.init_from:
+        load_weights(model, Path(cfg.model.init_from), "model.init_from")
     logger = MetricsLogger(run, cfg.tensorboard)
     ckpt = latest_checkpoint(run) if resume else None
     summary: dict[str, Any] = {"config": cfg.model_dump()}
     times: dict[str, float] = {}
-    own_pool = pool is None
-    pool = pool or EvalPool(cfg.eval.workers, eval_config(cfg), sandbox=cfg.eval.sandbox)
+    own_pool = pool is None and cache is None
+    if own_pool:
+        pool = EvalPool(cfg.eval.workers, eval_config(cfg), sandbox=cfg.eval.sandbox)
     try:
-        cache = EvalCache(pool, family)
+        cache = cache or EvalCache(pool, family)  # type: ignore[arg-type]
         if ckpt is None:
             t0 = time.perf_counter()
             pairs = family.sft_pairs(tok, train_items, cfg.seed)  # empty: no warm-up data, SFT is skipped
@@ -165,11 +185,12 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
         summary["times"] = times
         summary["eval_cache"] = {"submitted": cache.submitted, "hits": cache.hits}
         (run / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
-        write_report(run, summary)
+        if report:
+            write_report(run, summary)
         return summary
     finally:
         logger.close()
-        if own_pool:
+        if own_pool and pool is not None:
             pool.close()
 
 
