@@ -16,11 +16,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kernelrl.tasks.loaders import TaskLoadError, _failure_kind, load_tasks
+from kernelrl.tasks.loaders import TaskLoadError, failure_kind, load_tasks
 from kernelrl.tasks.sizing import (
-    _scalable,
     estimate_bytes,
     run_once,
+    scalable,
     size_constants,
     size_tiers,
     with_overrides,
@@ -43,7 +43,7 @@ def batch_alone_fits(task: Task, max_bytes: int) -> bool:
     original = with_overrides(task, {n: old for n, (old, _) in task.size_overrides.items()})
     tiers = size_tiers(original.source)
     batch = {n: min(v, 2) for n, (v, _) in size_constants(original.source).items()
-             if tiers[n] == 0 and _scalable(n, v)}
+             if tiers[n] == 0 and scalable(n, v)}
     return estimate_bytes(with_overrides(original, batch).source) <= max_bytes
 
 
@@ -72,7 +72,7 @@ def measure_level(directory: Path, max_bytes: int) -> dict[str, Any]:
     return {
         "files": files, "total": total, "loaded": len(tasks), "failed": len(failures),
         "load_rate": round(len(tasks) / total, 4) if total else 0.0, "load_seconds": round(load_s, 1),
-        "failures": [{"task": t, "kind": _failure_kind(m), "reason": m[:400]} for t, m in failures],
+        "failures": [{"task": t, "kind": failure_kind(m), "reason": m[:400]} for t, m in failures],
         "shrunk": {t.id: {n: list(v) for n, v in t.size_overrides.items()} for t in tasks if t.size_overrides},
         "run_failures": run_failures, "channel_changes": channel_changes, "needless_channel_shrinks": needless,
     }

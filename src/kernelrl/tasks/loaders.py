@@ -96,7 +96,7 @@ class TaskLoadError(TaskError):
         self.loaded, self.failures = loaded, failures
         groups: dict[str, list[str]] = {}
         for task_id, message in failures:
-            groups.setdefault(_failure_kind(message), []).append(task_id)
+            groups.setdefault(failure_kind(message), []).append(task_id)
         lines = [f"{len(failures)} of {len(loaded) + len(failures)} tasks failed:"]
         for kind, ids in sorted(groups.items(), key=lambda item: -len(item[1])):
             shown = ", ".join(ids[:5]) + (f", ... ({len(ids) - 5} more)" if len(ids) > 5 else "")
@@ -105,7 +105,7 @@ class TaskLoadError(TaskError):
         super().__init__("\n".join(lines))
 
 
-def _failure_kind(message: str) -> str:
+def failure_kind(message: str) -> str:
     """What went wrong, without the task's name, sizes or numbers: failures of one kind group together."""
     text = message.split(": ", 1)[1] if ": " in message else message
     text = re.sub(r"\s*\([^()]*\)", "", text)

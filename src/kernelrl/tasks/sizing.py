@@ -174,7 +174,8 @@ def _free_names(scope: ast.AST, skip: list[ast.FunctionDef] | None = None) -> se
     return {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - bound
 
 
-def _scalable(name: str, value: int) -> bool:
+def scalable(name: str, value: int) -> bool:
+    """Whether a size constant may be shrunk: not a name that is never a size, and large enough."""
     if _base(name) in NOT_SIZES:
         return False
     return value >= 3 if size_tier(name) == 0 else value >= MIN_SCALABLE  # a batch halves down to 2
@@ -239,7 +240,7 @@ def _halvings(task: Task, max_bytes: int, max_rounds: int, tied: bool) -> dict[s
     for _ in range(max_rounds):
         if size <= max_bytes:
             return overrides
-        constants = {n: v for n, (v, _) in size_constants(source).items() if _scalable(n, v) and n not in skip}
+        constants = {n: v for n, (v, _) in size_constants(source).items() if scalable(n, v) and n not in skip}
         if not constants:
             raise TaskError(f"{task.id}: does not fit {max_bytes / 2**20:.1f} MiB: still {size / 2**20:.1f} MiB with "
                             "every size constant shrunk (sizes written as literals in the model or get_inputs() "
