@@ -508,6 +508,8 @@ def environment(backend: Backend, device: torch.device, config: EvalConfig) -> d
 def _nki_cost_note(cost: dict[str, Any]) -> str:
     """One line of the NKI interpreter's estimate for a forward (reported by the candidate process: feedback)."""
     forwards = max(1, int(cost.get("forwards") or 1))
+    if int(cost.get("sdk_simulated") or 0) >= int(cost.get("kernels") or 0) > 0:
+        return "estimated NKI cost: none (the kernels ran in the Neuron SDK's CPU simulator, which gives no cost)"
     engines = ", ".join(f"{k} {v / forwards:.2f}" for k, v in (cost.get("estimated_busy_us") or {}).items() if v)
     return (f"estimated NKI cost (interpreter, not wall time; reported by the candidate process): "
             f"{float(cost.get('estimated_total_us', 0.0)) / forwards:.2f} us per forward ({engines} us), "

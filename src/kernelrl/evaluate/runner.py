@@ -75,8 +75,12 @@ class Runner:
 
             shim = nki_modules()  # `import neuronxcc.nki` resolves to the interpreter (without the SDK)
         try:
-            with shim:
+            with shim as interpreted:
                 module = load_module(self.source, CANDIDATE_FILE, "kernelrl_candidate")
+            if self.backend == "nki" and not interpreted:  # the real Neuron SDK: its own CPU simulator
+                from kernelrl.nki.sdk import simulate_sdk_kernels
+
+                simulate_sdk_kernels(module)
         except (CompileError, *self.tile_errors):
             raise
         except Exception as exc:  # an import-time failure is the candidate's build failing

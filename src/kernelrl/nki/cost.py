@@ -59,6 +59,7 @@ class CostReport:
     dma_bytes: int = 0
     flops: int = 0
     kernels: int = 0
+    sdk_simulated: int = 0  # kernel runs in the Neuron SDK's simulator (`nki.sdk`): no cost charged
 
     def charge(self, engine: str, us: float, nbytes: int = 0, flops: int = 0) -> None:
         self.instructions[engine] += 1
@@ -73,6 +74,7 @@ class CostReport:
         self.dma_bytes += other.dma_bytes
         self.flops += other.flops
         self.kernels += other.kernels
+        self.sdk_simulated += other.sdk_simulated
 
     @property
     def compute_us(self) -> float:
@@ -95,6 +97,7 @@ class CostReport:
             "dma_bytes": self.dma_bytes,
             "flops": self.flops,
             "kernels": self.kernels,
+            "sdk_simulated": self.sdk_simulated,
             "bottleneck": self.bottleneck,
         }
 

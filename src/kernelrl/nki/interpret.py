@@ -69,6 +69,15 @@ def collect_outputs() -> Iterator[list[Any]]:
         _OUTPUT_COLLECTORS.reset(token)
 
 
+def report_kernel_run(cost: CostReport, outputs: Any) -> None:
+    """Tell the active collectors that a kernel ran: its cost, and the tensors it returned."""
+    for report in _COLLECTORS.get():
+        report.merge(cost)
+    made = [t for t in (outputs if isinstance(outputs, tuple | list) else (outputs,)) if isinstance(t, torch.Tensor)]
+    for collected in _OUTPUT_COLLECTORS.get():
+        collected.extend(made)
+
+
 def _to_hbm(value: Any, torch_io: list[bool]) -> Any:
     if isinstance(value, torch.Tensor):
         torch_io.append(True)
@@ -111,10 +120,7 @@ def run_kernel(kernel: Callable[..., Any], *args: Any, **kwargs: Any) -> KernelR
         )
     outputs = tuple(_from_hbm(t, bool(torch_io)) for t in items)
     run.cost.kernels = 1
-    for report in _COLLECTORS.get():
-        report.merge(run.cost)
-    for made in _OUTPUT_COLLECTORS.get():
-        made.extend(t for t in outputs if isinstance(t, torch.Tensor))
+    report_kernel_run(run.cost, outputs)
     return KernelResult(
         outputs if isinstance(returned, tuple | list) else outputs[0], run.cost, run.sbuf_peak, run.psum_banks_peak
     )

@@ -52,5 +52,9 @@ class NkiBackend(Backend):
     def notes(self) -> list[str]:
         if self.has_device():
             return []
+        from kernelrl.nki.interpret import real_sdk_available
+
+        if real_sdk_available():
+            return ["no Neuron device: kernels ran in the Neuron SDK's CPU simulator; timing is not meaningful"]
         return ["no Neuron device: ran under kernelrl's NumPy NKI interpreter; timing is not meaningful "
                 "(an estimated engine cost is reported instead)"]
