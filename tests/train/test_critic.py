@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -50,7 +51,7 @@ def test_gae_run_trains_critic_and_policy(trainer: RLTrainer) -> None:
     assert before.values is not None and before.returns is not None
     assert float(before.values.abs().max()) == 0.0  # zero-initialised head: V = 0, returns = rewards-to-go
     losses = [trainer.update_critic(trainer.advantages_and_mask(samples))["critic/value_loss"] for _ in range(6)]
-    assert all(b < a for a, b in zip(losses, losses[1:], strict=False)) and losses[-1] < 0.5 * losses[0], losses
+    assert all(b < a for a, b in itertools.pairwise(losses)) and losses[-1] < 0.5 * losses[0], losses
     # the advantages are the registered gae estimator's (Schulman et al. 2016, Eq. 16) on the critic's values
     after = trainer.advantages_and_mask(samples)
     assert after.values is not None and float(after.values.abs().max()) > 0

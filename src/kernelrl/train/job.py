@@ -86,7 +86,14 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
 
     `stop_after` ends the RL loop after that many total steps (to test resume); the final eval and
     report are then skipped. `pool`: an existing evaluation pool to use (else one is started).
+    A config with `pipeline.stages` runs those stages instead (`kernelrl.train.stages`; no resume).
     """
+    if cfg.pipeline.stages:
+        if resume or stop_after is not None:
+            raise ValueError("pipeline.stages: a staged run has no checkpoints to resume or stop at")
+        from kernelrl.train.stages import run_stages
+
+        return run_stages(cfg, run_dir=run_dir, echo=echo, pool=pool)
     t_start = time.perf_counter()
     torch.set_num_threads(cfg.threads)
     seed_everything(cfg.seed)

@@ -228,3 +228,15 @@ class Rollout:
             self._item_of.pop(r.request_id, None)
             out.append(nxt)
         return out
+
+
+def collect_episodes(engine: Engine, tok: Any, cache: EvalCache, items: list[Hashable], *, group_size: int, turns: int,
+                     max_new_tokens: int, seed: int, stop_at_first_correct: bool,
+                     temperature: float = 1.0) -> list[Sample]:
+    """One batch of (multi-turn) episodes over `items`, each item once with `group_size` episodes, judged
+    by the gym (`Rollout` outside a trainer: RFT's trajectories, probes)."""
+    params = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens)
+    rollout = Rollout(engine, tok, cache, items, group_size=group_size, prompts_per_step=len(items), params=params,
+                      mode="sync", concurrency=group_size * len(items), turns=turns, seed=seed,
+                      stop_at_first_correct=stop_at_first_correct)
+    return rollout.collect()
