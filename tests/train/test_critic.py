@@ -22,12 +22,12 @@ from kernelrl.train.trainer import RLTrainer
 
 @pytest.fixture(scope="module")
 def trainer(smoke_cfg: TrainConfig, pool: EvalPool) -> RLTrainer:
-    """An untrained tiny policy (the critic test needs no skill) with a critic; the wide value clip lets
-    the fixed-batch fit show in a few steps."""
+    """An untrained tiny policy (the critic test needs no skill) with a critic; binary rewards (no timing
+    noise); the wide value clip lets the fixed-batch fit show in a few steps."""
     train, held = chains.split_chains(seed=0, min_len=2, max_len=2, n_train=16, n_heldout=4)
     model, tok = build_model(smoke_cfg.model, chains.tokenizer_corpus(), 0)
     cache = EvalCache(pool, TinyFamily(train, held, rows=64, cols=256))
-    cfg = smoke_cfg.rl.model_copy(update={"algo": "gae", "reward": "milestone", "critic_lr": 1e-2, "value_clip": 10.0})
+    cfg = smoke_cfg.rl.model_copy(update={"algo": "gae", "reward": "binary", "critic_lr": 3e-3, "value_clip": 10.0})
     return RLTrainer(cfg, model, tok, cache, train, seed=0, max_context=smoke_cfg.model.max_positions)
 
 
@@ -50,8 +50,8 @@ def test_gae_run_trains_critic_and_policy(trainer: RLTrainer) -> None:
     before = trainer.advantages_and_mask(samples)
     assert before.values is not None and before.returns is not None
     assert float(before.values.abs().max()) == 0.0  # zero-initialised head: V = 0, returns = rewards-to-go
-    losses = [trainer.update_critic(trainer.advantages_and_mask(samples))["critic/value_loss"] for _ in range(6)]
-    assert all(b < a for a, b in itertools.pairwise(losses)) and losses[-1] < 0.5 * losses[0], losses
+    losses = [trainer.update_critic(trainer.advantages_and_mask(samples))["critic/value_loss"] for _ in range(8)]
+    assert all(b < a for a, b in itertools.pairwise(losses)) and losses[-1] < 0.6 * losses[0], losses
     # the advantages are the registered gae estimator's (Schulman et al. 2016, Eq. 16) on the critic's values
     after = trainer.advantages_and_mask(samples)
     assert after.values is not None and float(after.values.abs().max()) > 0
@@ -62,12 +62,12 @@ def test_gae_run_trains_critic_and_policy(trainer: RLTrainer) -> None:
     # one full RL step (real rollout, gym, GAE, PPO clip loss, critic step) moves both models
     assert trainer.critic is not None and "critic" in trainer.optimizers
     policy = [p.detach().clone() for p in trainer.model.parameters()]
-    critic = [p.detach().clone() for p in trainer.critic.parameters()]
+    critic = [p.detach().clone() for p in trainer.critic.model.parameters()]
     m = trainer.step()
     assert all(math.isfinite(v) for v in m.values()), m
     assert m["critic/value_loss"] > 0 and m["adv_abs_mean"] > 0
     assert any(not torch.equal(a, b) for a, b in zip(policy, trainer.model.parameters(), strict=True))
-    assert any(not torch.equal(a, b) for a, b in zip(critic, trainer.critic.parameters(), strict=True))
+    assert any(not torch.equal(a, b) for a, b in zip(critic, trainer.critic.model.parameters(), strict=True))
 
 
 def test_episode_gae_bootstraps_across_turns() -> None:

@@ -151,3 +151,33 @@ def critic_update(critic: ValueModel, opt: torch.optim.Optimizer, prompts: Seque
             "critic/explained_variance": explained_variance(old_values, returns, mask),
             "critic/value_mean": float(masked_mean(old_values, mask.bool())) if bool(mask.any()) else 0.0,
             "critic/grad_norm": float(gn)}
+
+
+class Critic:
+    """The trainer's critic: a `ValueModel` copied from `policy`, its own AdamW (``rl.critic_lr``) and the
+    settings of its update (``rl.value_clip``, ``rl.loss_agg``, ``rl.micro_batch_size``, ``rl.max_grad_norm``)."""
+
+    def __init__(self, policy: Any, cfg: Any, pad_id: int) -> None:
+        self.model = ValueModel.from_policy(policy).eval()
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=cfg.critic_lr, weight_decay=0.0)
+        self.cfg, self.pad_id = cfg, pad_id
+
+    def values(self, samples: Sequence[Any], width: int) -> Tensor:
+        """Values ``[N, width]`` of the samples' response tokens (``.prompt_ids``, ``.response_ids``), no gradient."""
+        out = torch.zeros(len(samples), width)
+        m = self.cfg.micro_batch_size
+        with torch.no_grad():
+            for lo in range(0, len(samples), m):
+                chunk = samples[lo:lo + m]
+                v = response_values(self.model, [s.prompt_ids for s in chunk], [s.response_ids for s in chunk],
+                                    pad_id=self.pad_id)
+                out[lo:lo + len(chunk), : v.shape[1]] = v.cpu()
+        return out
+
+    def update(self, samples: Sequence[Any], old_values: Tensor, returns: Tensor, mask: Tensor,
+               epochs: int = 1) -> dict[str, float]:
+        """`critic_update` on the samples' rows (old_values, returns, mask ``[N, T]``)."""
+        c = self.cfg
+        return critic_update(self.model, self.opt, [s.prompt_ids for s in samples], [s.response_ids for s in samples],
+                             old_values, returns, mask, pad_id=self.pad_id, micro_batch_size=c.micro_batch_size,
+                             clip_range=c.value_clip, agg=c.loss_agg, max_grad_norm=c.max_grad_norm, epochs=epochs)

@@ -21,10 +21,10 @@ from kernelrl.train.config import TrainConfig
 from kernelrl.train.logs import MetricsLogger, Progress
 from kernelrl.train.model import build_model, encode_answer
 from kernelrl.train.report import write_report
-from kernelrl.train.rollout import EvalCache
+from kernelrl.train.rollout import EvalCache, generate_answers
 from kernelrl.train.sft import sft_train
 from kernelrl.train.task_family import TaskFamily, TinyFamily, make_family
-from kernelrl.train.trainer import RLTrainer, generate_answers
+from kernelrl.train.trainer import RLTrainer
 
 
 def save_weights(model: Any, path: Path) -> None:
@@ -127,7 +127,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
         trainer = RLTrainer(cfg.rl, model, tok, cache, train_items, seed=cfg.seed, max_context=max_ctx)
         models = {"policy": model, **({"ref": trainer.ref} if trainer.ref is not None else {}),
                   **({"prm": trainer.prm} if trainer.prm is not None else {}),
-                  **({"critic": trainer.critic} if trainer.critic is not None else {})}
+                  **({"critic": trainer.critic.model} if trainer.critic is not None else {})}
         if ckpt is not None:
             state = load_checkpoint(ckpt, models=models, optimizers=trainer.optimizers)
             trainer.step_count = state["step"]

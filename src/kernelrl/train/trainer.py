@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from kernelrl.generation import Engine, GenerationRequest, SamplingParams
+from kernelrl.generation import Engine, SamplingParams
 from kernelrl.rewards import coverage, get_reward, prs_keep_mask
 from kernelrl.rl import (
     ADVANTAGE_ESTIMATORS,
@@ -39,11 +39,10 @@ from kernelrl.rl import (
 )
 from kernelrl.rl.masked import masked_mean
 from kernelrl.train.config import RLConfig
-from kernelrl.train.critic import ValueModel, critic_update, episode_gae, response_values
+from kernelrl.train.critic import Critic, episode_gae
 from kernelrl.train.logprobs import pad_responses, response_logprobs
 from kernelrl.train.model import clone_model
 from kernelrl.train.rollout import EvalCache, Rollout, Sample
-from kernelrl.train.task_family import TaskFamily, TinyFamily
 
 
 def lr_lambda(cfg: RLConfig) -> Any:
@@ -105,10 +104,9 @@ class RLTrainer:
             self.prm_opt = torch.optim.AdamW(self.prm.parameters(), lr=cfg.prime_lr, weight_decay=0.0)
             self.optimizers["prm"] = self.prm_opt
         # PPO with GAE: a critic copied from the policy as it is now, trained by its own AdamW (`train.critic`)
-        self.critic = ValueModel.from_policy(model).eval() if cfg.algo == "gae" else None
+        self.critic = Critic(model, cfg, self.pad) if cfg.algo == "gae" else None
         if self.critic is not None:
-            self.critic_opt = torch.optim.AdamW(self.critic.parameters(), lr=cfg.critic_lr, weight_decay=0.0)
-            self.optimizers["critic"] = self.critic_opt
+            self.optimizers["critic"] = self.critic.opt
         self.engine = Engine(model, tok, max_batch_size=max(cfg.concurrency, cfg.group_size * cfg.prompts_per_step),
                              max_context=max_context, seed=seed)
         sp = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens)
@@ -246,7 +244,7 @@ class RLTrainer:
         _, mask = pad_responses([s.response_ids for s in rows], self.pad)
         rewards = _stack(rows, "reward").float()
         if self.critic is not None and rows:  # values and targets also when no row enters the policy loss
-            values = self._batched_values(rows, mask.shape[1])
+            values = self.critic.values(rows, mask.shape[1])
             adv, returns = episode_gae(list(self._episodes(rows).values()), rewards, values, mask,
                                        gamma=cfg.gamma, lam=cfg.gae_lambda)
             return Advantages(rows, adv if bool(loss_rows.any()) else torch.zeros(mask.shape), mask, loss_rows,
@@ -272,26 +270,11 @@ class RLTrainer:
             episodes.setdefault((s.group, s.episode), []).append(i)
         return {k: sorted(v, key=lambda i: samples[i].turn) for k, v in episodes.items()}
 
-    def _batched_values(self, samples: list[Sample], width: int) -> torch.Tensor:
-        """The critic's values ``[N, width]`` of the samples' response tokens, no gradient."""
-        assert self.critic is not None
-        out = torch.zeros(len(samples), width)
-        with torch.no_grad():
-            for idx in self._chunks(len(samples)):
-                v = response_values(self.critic, [samples[i].prompt_ids for i in idx],
-                                    [samples[i].response_ids for i in idx], pad_id=self.pad)
-                out[idx, : v.shape[1]] = v.cpu()
-        return out
-
     def update_critic(self, batch: Advantages, epochs: int = 1) -> dict[str, float]:
         """`epochs` critic steps on a batch's rows towards its GAE returns (PPO's clipped value loss)."""
         if self.critic is None or batch.values is None or batch.returns is None or not batch.samples:
             return {}
-        rows = batch.samples
-        return critic_update(self.critic, self.critic_opt, [s.prompt_ids for s in rows], [s.response_ids for s in rows],
-                             batch.values, batch.returns, batch.mask, pad_id=self.pad,
-                             micro_batch_size=self.cfg.micro_batch_size, clip_range=self.cfg.value_clip,
-                             agg=self.cfg.loss_agg, max_grad_norm=self.cfg.max_grad_norm, epochs=epochs)
+        return self.critic.update(batch.samples, batch.values, batch.returns, batch.mask, epochs)
 
     def critic_step(self, epochs: int = 1) -> dict[str, float]:
         """Critic pretraining (CUDA Agent, Dai et al. 2026): one rollout of the frozen actor, then `epochs`
@@ -412,17 +395,3 @@ class RLTrainer:
         torch.nn.utils.clip_grad_norm_(self.prm.parameters(), self.cfg.max_grad_norm)
         self.prm_opt.step()
         return proc, {"prime/prm_loss": loss_sum, "prime/process_reward_mean": float(masked_mean(proc, mask))}
-
-
-def generate_answers(engine: Engine, tok: Any, items: list[Hashable], *, samples: int, max_new_tokens: int,
-                     seed: int, family: TaskFamily | None = None) -> list[list[str]]:
-    """Answers per item: greedy when `samples` is 1, else `samples` draws at temperature 1."""
-    family = family or TinyFamily([], [])
-    params = SamplingParams(temperature=0.0 if samples == 1 else 1.0, max_new_tokens=max_new_tokens, seed=seed)
-    reqs = [GenerationRequest(tuple(family.prompt_ids(tok, c)), params.replace(seed=seed + 7919 * i + j),
-                              f"h{i}/{j}") for i, c in enumerate(items) for j in range(samples)]
-    res = engine.generate(reqs)
-    out: list[list[str]] = [[] for _ in items]
-    for r in res:
-        out[int(r.request_id[1:].split("/")[0])].append(tok.decode(r.token_ids, skip_special_tokens=True))
-    return out
