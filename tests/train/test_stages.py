@@ -20,7 +20,7 @@ SECONDS = [
     "model.hidden_size=32", "model.num_layers=1", "model.num_heads=2", "model.vocab_size=320", "model.max_positions=160",
     "task.n_train=8", "task.n_heldout=2", "task.min_ops=2", "task.max_ops=2", "task.rows=64", "task.cols=256",
     "sft.steps=10", "sft.batch_size=8", "pipeline.warmup_rl.steps=1", "pipeline.rft.prompts=2", "pipeline.rft.episodes=2",
-    "pipeline.rft.steps=1", "pipeline.rft.batch_size=4", "pipeline.critic.steps=1", "pipeline.critic.epochs=1",
+    "pipeline.rft.batch_size=4", "pipeline.critic.steps=1", "pipeline.critic.epochs=1",
     "rl.steps=1", "rl.prompts_per_step=1", "rl.group_size=2", "rl.max_new_tokens=16", "rl.micro_batch_size=4",
     "eval.workers=1", "eval.correctness_trials=1", "eval.timing_trials=2", "eval.timing_budget_s=0.1",
     "eval.heldout_samples=1", "eval.sandbox=none", "progress=false", "tensorboard=false", "threads=1",

@@ -238,15 +238,17 @@ class WarmupStage(_Section):
 class RFTStage(_Section):
     """Rejection fine-tuning on agent trajectories: `episodes` multi-turn episodes (up to `turns` turns,
     T = 1) on each of `prompts` train items; the episodes whose last turn the gym passed are kept and their
-    turns (`train_turns`: all of them, or only the final, passing one) are the SFT data for `steps`."""
+    turns (`train_turns`: all of them, or only the final, passing one) are the SFT data, trained on for
+    `epochs` passes (steps = ceil(epochs * pairs / batch_size): a fixed step count over few kept pairs
+    overfits them; a first run with 30 steps over 23 pairs dropped held-out pass rate 0.34 -> 0.19)."""
 
     prompts: int = Field(32, ge=1)
     episodes: int = Field(4, ge=1)
     turns: int = Field(2, ge=1)
     train_turns: Literal["all", "final"] = "all"
-    steps: int = Field(30, ge=0)
+    epochs: float = Field(2.0, ge=0)
     batch_size: int = Field(32, ge=1)
-    lr: float = Field(1e-3, gt=0)
+    lr: float = Field(5e-4, gt=0)
 
 
 class CriticStage(_Section):

@@ -21,6 +21,7 @@ Writes ``summary.json`` (``stages``: per stage its held-out results, its own met
 from __future__ import annotations
 
 import json
+import math
 import random
 import time
 from collections.abc import Callable, Hashable
@@ -134,8 +135,9 @@ def stage_rft(r: StagedRun) -> dict[str, Any]:
                                max_new_tokens=cfg.rl.max_new_tokens, seed=cfg.seed + 2, stop_at_first_correct=True,
                                temperature=cfg.rl.temperature)
     pairs, stats = rft_pairs(samples, c.train_turns)
-    losses = sft_train(r.model, pairs, steps=c.steps, batch_size=c.batch_size, lr=c.lr, seed=cfg.seed + 2,
-                       pad_id=r.tok.pad_token_id)
+    stats["steps"] = float(math.ceil(c.epochs * len(pairs) / c.batch_size))
+    losses = sft_train(r.model, pairs, steps=int(stats["steps"]), batch_size=c.batch_size, lr=c.lr,
+                       seed=cfg.seed + 2, pad_id=r.tok.pad_token_id)
     for i, loss in enumerate(losses):
         r.logger.log("rft", i, {"loss": loss})
     r.logger.log("rft_data", 0, stats)
