@@ -2,6 +2,8 @@
 
 `kernelrl train --preset tiny-cpu` runs the main job on a fresh machine (no download); `--config FILE`
 loads a YAML config instead; trailing `key=value` pairs override any field (dotted paths).
+`kernelrl train --preset cuda-agent-tiny` runs CUDA Agent's stages (`pipeline.stages`: SFT, single-turn RL
+warm-up, RFT on multi-turn agent trajectories, critic pretraining, PPO with the critic).
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
         print(cfg.to_yaml())  # type: ignore[attr-defined]
         return 0
     summary = run_train(cfg, resume=args.resume)  # type: ignore[arg-type]
+    for name, d in summary.get("stages", {}).items():
+        print(f"after {name}: held-out pass rate {d['heldout']['pass_rate']:.3f}, fast_1 {d['heldout']['fast_1']:.3f}")
     a, b = summary.get("after_sft", {}), summary.get("after_rl", {})
     print(f"held-out pass rate {a.get('pass_rate', 0):.3f} -> {b.get('pass_rate', 0):.3f}, "
           f"fast_1 {a.get('fast_1', 0):.3f} -> {b.get('fast_1', 0):.3f}; report: "

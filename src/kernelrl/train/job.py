@@ -21,10 +21,10 @@ from kernelrl.train.config import TrainConfig
 from kernelrl.train.logs import MetricsLogger, Progress
 from kernelrl.train.model import build_model, encode_answer
 from kernelrl.train.report import write_report
-from kernelrl.train.rollout import EvalCache
+from kernelrl.train.rollout import EvalCache, generate_answers
 from kernelrl.train.sft import sft_train
 from kernelrl.train.task_family import TaskFamily, TinyFamily, make_family
-from kernelrl.train.trainer import RLTrainer, generate_answers
+from kernelrl.train.trainer import RLTrainer
 
 
 def save_weights(model: Any, path: Path) -> None:
@@ -103,7 +103,14 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
     an `EvalCache` over the same task family to share verdicts with other runs (then `pool` is unused).
     `model.init_from`: the policy starts from those weights (before SFT; ``sft.steps=0`` skips SFT).
     `report`: write ``report.md`` and its plots (off for a repro's sub-runs).
+    A config with `pipeline.stages` runs those stages instead (`kernelrl.train.stages`; no resume).
     """
+    if cfg.pipeline.stages:
+        if resume or stop_after is not None:
+            raise ValueError("pipeline.stages: a staged run has no checkpoints to resume or stop at")
+        from kernelrl.train.stages import run_stages
+
+        return run_stages(cfg, run_dir=run_dir, echo=echo, pool=pool)
     t_start = time.perf_counter()
     torch.set_num_threads(cfg.threads)
     seed_everything(cfg.seed)
@@ -139,7 +146,8 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
         max_ctx = cfg.model.max_positions
         trainer = RLTrainer(cfg.rl, model, tok, cache, train_items, seed=cfg.seed, max_context=max_ctx)
         models = {"policy": model, **({"ref": trainer.ref} if trainer.ref is not None else {}),
-                  **({"prm": trainer.prm} if trainer.prm is not None else {})}
+                  **({"prm": trainer.prm} if trainer.prm is not None else {}),
+                  **({"critic": trainer.critic.model} if trainer.critic is not None else {})}
         if ckpt is not None:
             state = load_checkpoint(ckpt, models=models, optimizers=trainer.optimizers)
             trainer.step_count = state["step"]

@@ -75,15 +75,25 @@ def _supports_cache(model: Any) -> bool:
     return bool(getattr(getattr(model, "config", None), "use_cache", False)) or hasattr(model, "generate")
 
 
-def _joint_logits(model: Any, prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], pad_id: int) -> Tensor:
-    """Logits ``[B, T, V]`` scoring each response token, from one forward over prompt + response."""
+def joint_batch(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]],
+                pad_id: int) -> tuple[Tensor, Tensor, Tensor]:
+    """One right-padded batch of prompt + response: ids ``[B, L]``, attention mask ``[B, L]`` and, for
+    each response token t, the position ``P + t - 1`` whose output reads the state before token t
+    ``[B, T]`` (clamped into the row; response positions past a row's end are masked by the caller)."""
     seqs = [list(p) + list(r) for p, r in zip(prompts, responses, strict=True)]
     ids, attn = pad_responses(seqs, pad_id)
-    device = next(model.parameters()).device
-    logits = model(input_ids=ids.to(device), attention_mask=attn.to(device).long()).logits.float()
     width = max(1, max((len(r) for r in responses), default=1))
     starts = torch.tensor([len(p) - 1 for p in prompts])
-    index = (starts.unsqueeze(1) + torch.arange(width).unsqueeze(0)).clamp(max=ids.shape[1] - 1).to(device)
+    index = (starts.unsqueeze(1) + torch.arange(width).unsqueeze(0)).clamp(max=ids.shape[1] - 1)
+    return ids, attn, index
+
+
+def _joint_logits(model: Any, prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], pad_id: int) -> Tensor:
+    """Logits ``[B, T, V]`` scoring each response token, from one forward over prompt + response."""
+    ids, attn, index = joint_batch(prompts, responses, pad_id)
+    device = next(model.parameters()).device
+    logits = model(input_ids=ids.to(device), attention_mask=attn.to(device).long()).logits.float()
+    index = index.to(device)
     return logits.gather(1, index.unsqueeze(-1).expand(-1, -1, logits.shape[-1]))
 
 

@@ -67,6 +67,7 @@ def write_report(run_dir: str | Path, summary: dict[str, Any]) -> Path:
             if r and pre + "pass_rate" in r:
                 lines.append(f"| {name}, {label} (n={int(r[pre + 'n'])}) | {r[pre + 'pass_rate']:.3f} | "
                              f"{r[pre + 'fast_1']:.3f} | {r[pre + 'mean_speedup']:.2f} |")
+    lines += stage_table(summary)
     lines += ["", "## Times (s)", ""]
     lines += [f"- {k}: {v:.1f}" for k, v in summary.get("times", {}).items()]
     lines += ["", "## Example held-out answers after RL", ""]
@@ -75,3 +76,29 @@ def write_report(run_dir: str | Path, summary: dict[str, Any]) -> Path:
     path = run / "report.md"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def stage_table(summary: dict[str, Any]) -> list[str]:
+    """A staged run's held-out results after each stage (`kernelrl.train.stages`); empty otherwise."""
+    stages = summary.get("stages") or {}
+    if not stages:
+        return []
+    lines = ["", "## Held-out after each stage", "",
+             "| stage | pass rate | fast_1 | mean speedup | sampled pass rate | sampled fast_1 | seconds |",
+             "|---|---|---|---|---|---|---|"]
+    times = summary.get("times", {})
+    for name, d in stages.items():
+        h = d["heldout"]
+        lines.append(f"| {name} | {h['pass_rate']:.3f} | {h['fast_1']:.3f} | {h['mean_speedup']:.2f} | "
+                     f"{h.get('sampled_pass_rate', float('nan')):.3f} | {h.get('sampled_fast_1', float('nan')):.3f} | "
+                     f"{times.get(name + '_s', 0.0):.0f} |")
+    rft, critic = stages.get("rft"), stages.get("critic")
+    if rft:
+        lines += ["", f"RFT kept {rft['kept']:.0f} of {rft['episodes']:.0f} episodes "
+                  f"({rft['kept_solved_after_feedback']:.0f} solved after feedback), {rft['pairs']:.0f} SFT pairs."]
+    if critic and "critic/value_loss_first" in critic:
+        lines += ["", f"Critic pretraining (actor frozen: {critic['actor_unchanged']}): value loss "
+                  f"{critic['critic/value_loss_first']:.3f} -> {critic['critic/value_loss_last']:.3f}, explained "
+                  f"variance {critic['critic/explained_variance_first']:.3f} -> "
+                  f"{critic['critic/explained_variance_last']:.3f}."]
+    return lines

@@ -26,21 +26,22 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from kernelrl.evaluate import EvalPool
-from kernelrl.generation import Engine, SamplingParams
+from kernelrl.generation import Engine
 from kernelrl.rewards import coverage, get_reward
 from kernelrl.rl import ADVANTAGE_ESTIMATORS, episode_returns
 from kernelrl.train.config import TrainConfig, load_config
 from kernelrl.train.job import eval_config, run_train
 from kernelrl.train.logs import read_metrics
 from kernelrl.train.model import build_model
-from kernelrl.train.rollout import EvalCache, Rollout, Sample
+from kernelrl.train.rollout import EvalCache, Sample
+from kernelrl.train.rollout import collect_episodes as collect
 from kernelrl.train.task_family import TaskFamily, make_family
 
 ARMS: dict[str, dict[str, Any]] = {
@@ -127,16 +128,6 @@ def self_inclusion_weights(rewards: torch.Tensor, prompt_ids: torch.Tensor, epis
     out["all"] = {"analytic_grpo": float(analytic.mean()), **{k: float(v.mean()) for k, v in diag.items()},
                   "turns": n_rows}
     return out
-
-
-def collect(engine: Engine, tok: Any, cache: EvalCache, items: list[Hashable], *, group_size: int, turns: int,
-            max_new_tokens: int, seed: int, stop_at_first_correct: bool, temperature: float = 1.0) -> list[Sample]:
-    """One batch of multi-turn episodes over `items` (each once, `group_size` episodes each)."""
-    params = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens)
-    rollout = Rollout(engine, tok, cache, items, group_size=group_size, prompts_per_step=len(items), params=params,
-                      mode="sync", concurrency=group_size * len(items), turns=turns, seed=seed,
-                      stop_at_first_correct=stop_at_first_correct)
-    return rollout.collect()
 
 
 def _tensors(samples: list[Sample]) -> tuple[torch.Tensor, ...]:

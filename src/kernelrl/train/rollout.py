@@ -228,3 +228,29 @@ class Rollout:
             self._item_of.pop(r.request_id, None)
             out.append(nxt)
         return out
+
+
+def collect_episodes(engine: Engine, tok: Any, cache: EvalCache, items: list[Hashable], *, group_size: int, turns: int,
+                     max_new_tokens: int, seed: int, stop_at_first_correct: bool,
+                     temperature: float = 1.0) -> list[Sample]:
+    """One batch of (multi-turn) episodes over `items`, each item once with `group_size` episodes, judged
+    by the gym (`Rollout` outside a trainer: RFT's trajectories, probes)."""
+    params = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens)
+    rollout = Rollout(engine, tok, cache, items, group_size=group_size, prompts_per_step=len(items), params=params,
+                      mode="sync", concurrency=group_size * len(items), turns=turns, seed=seed,
+                      stop_at_first_correct=stop_at_first_correct)
+    return rollout.collect()
+
+
+def generate_answers(engine: Engine, tok: Any, items: list[Hashable], *, samples: int, max_new_tokens: int,
+                     seed: int, family: TaskFamily | None = None) -> list[list[str]]:
+    """Answers per item: greedy when `samples` is 1, else `samples` draws at temperature 1."""
+    family = family or TinyFamily([], [])
+    params = SamplingParams(temperature=0.0 if samples == 1 else 1.0, max_new_tokens=max_new_tokens, seed=seed)
+    reqs = [GenerationRequest(tuple(family.prompt_ids(tok, c)), params.replace(seed=seed + 7919 * i + j),
+                              f"h{i}/{j}") for i, c in enumerate(items) for j in range(samples)]
+    res = engine.generate(reqs)
+    out: list[list[str]] = [[] for _ in items]
+    for r in res:
+        out[int(r.request_id[1:].split("/")[0])].append(tok.decode(r.token_ids, skip_special_tokens=True))
+    return out

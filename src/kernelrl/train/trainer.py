@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from kernelrl.generation import Engine, GenerationRequest, SamplingParams
+from kernelrl.generation import Engine, SamplingParams
 from kernelrl.rewards import coverage, get_reward, prs_keep_mask
 from kernelrl.rl import (
     ADVANTAGE_ESTIMATORS,
@@ -39,10 +39,10 @@ from kernelrl.rl import (
 )
 from kernelrl.rl.masked import masked_mean
 from kernelrl.train.config import RLConfig
+from kernelrl.train.critic import Critic, episode_gae
 from kernelrl.train.logprobs import pad_responses, response_logprobs
 from kernelrl.train.model import clone_model
 from kernelrl.train.rollout import EvalCache, Rollout, Sample
-from kernelrl.train.task_family import TaskFamily, TinyFamily
 
 
 def lr_lambda(cfg: RLConfig) -> Any:
@@ -70,7 +70,8 @@ class Advantages(NamedTuple):
 
     ``samples``: the N rows; ``advantages [N, T]`` computed with every row present (PRS-rejected ones
     included); ``mask [N, T]``: response tokens; ``loss_rows [N]`` bool: rows that enter the policy
-    loss (false: rejected by PRS); ``metrics``: kept fractions (and PRIME's PRM metrics).
+    loss (false: rejected by PRS); ``metrics``: kept fractions (and PRIME's PRM metrics); with a critic
+    (``gae``) ``values [N, T]`` (the rollout's, before any update) and ``returns [N, T]`` (its targets).
     """
 
     samples: list[Sample]
@@ -78,10 +79,12 @@ class Advantages(NamedTuple):
     mask: torch.Tensor
     loss_rows: torch.Tensor
     metrics: dict[str, float]
+    values: torch.Tensor | None = None
+    returns: torch.Tensor | None = None
 
 
 class RLTrainer:
-    """Owns the policy, its optimizer, the reference (and PRIME's PRM) and the rollout machinery."""
+    """Owns the policy, its optimizer, the reference (PRIME's PRM, PPO's critic) and the rollout machinery."""
 
     def __init__(self, cfg: RLConfig, model: Any, tok: Any, cache: EvalCache, items: list[Hashable], *,
                  seed: int, max_context: int, cursor: int = 0) -> None:
@@ -100,6 +103,10 @@ class RLTrainer:
             self.prm.train()
             self.prm_opt = torch.optim.AdamW(self.prm.parameters(), lr=cfg.prime_lr, weight_decay=0.0)
             self.optimizers["prm"] = self.prm_opt
+        # PPO with GAE: a critic copied from the policy as it is now, trained by its own AdamW (`train.critic`)
+        self.critic = Critic(model, cfg, self.pad) if cfg.algo == "gae" else None
+        if self.critic is not None:
+            self.optimizers["critic"] = self.critic.opt
         self.engine = Engine(model, tok, max_batch_size=max(cfg.concurrency, cfg.group_size * cfg.prompts_per_step),
                              max_context=max_context, seed=seed)
         sp = SamplingParams(temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens)
@@ -130,14 +137,18 @@ class RLTrainer:
             out[idx, : lp.shape[1]] = lp.detach().cpu()
         return out
 
+    def score(self, samples: list[Sample]) -> None:
+        """Each sample's reward from its gym verdict (0 without one)."""
+        for s in samples:
+            s.reward = float(self.reward_fn(s.result)) if s.result is not None else 0.0
+
     def step(self) -> dict[str, float]:
         """One RL step; returns its metrics."""
         t0 = time.perf_counter()
         samples = self.rollout.collect()
         metrics: dict[str, float] = dict(self.rollout.last_stats)
         t_roll = time.perf_counter() - t0
-        for s in samples:
-            s.reward = float(self.reward_fn(s.result)) if s.result is not None else 0.0
+        self.score(samples)
         first = [s for s in samples if s.turn == 0]
         metrics.update(self._outcome_metrics(first, prefix="rollout/"))
         metrics.update(self._coverage_metrics(samples))
@@ -176,10 +187,7 @@ class RLTrainer:
         cfg = self.cfg
         if cfg.prs == "off":
             return [True] * len(samples)
-        episodes: dict[tuple[int, int], list[int]] = {}
-        for i, s in enumerate(samples):  # later turns keep their episode's (group, episode) key
-            episodes.setdefault((s.group, s.episode), []).append(i)
-        trajs = list(episodes.values())
+        trajs = list(self._episodes(samples).values())
         masks = prs_keep_mask([[samples[i].result for i in tr] for tr in trajs],
                               mode=cfg.prs, rng=random.Random(self.seed + self.step_count))
         keep = [True] * len(samples)
@@ -234,9 +242,15 @@ class RLTrainer:
         if cfg.prs != "off":
             metrics["prs/rejected_fraction"] = prs.count(False) / n
         _, mask = pad_responses([s.response_ids for s in rows], self.pad)
+        rewards = _stack(rows, "reward").float()
+        if self.critic is not None and rows:  # values and targets also when no row enters the policy loss
+            values = self.critic.values(rows, mask.shape[1])
+            adv, returns = episode_gae(list(self._episodes(rows).values()), rewards, values, mask,
+                                       gamma=cfg.gamma, lam=cfg.gae_lambda)
+            return Advantages(rows, adv if bool(loss_rows.any()) else torch.zeros(mask.shape), mask, loss_rows,
+                              metrics, values, returns)
         if not bool(loss_rows.any()):
             return Advantages(rows, torch.zeros(mask.shape), mask, loss_rows, metrics)
-        rewards = _stack(rows, "reward").float()
         # TRLOO keys its groups by (prompt, turn) itself; the others get (prompt, turn) groups here
         group_ids = torch.tensor([s.group for s in rows]) if cfg.algo == "trloo" else self._group_ids(rows)
         extras: dict[str, Any] = {}
@@ -247,6 +261,32 @@ class RLTrainer:
             metrics.update(prm_metrics)
         adv = ADVANTAGE_ESTIMATORS.get(cfg.algo)(rewards, group_ids, mask, **extras)
         return Advantages(rows, adv, mask, loss_rows, metrics)
+
+    @staticmethod
+    def _episodes(samples: list[Sample]) -> dict[tuple[int, int], list[int]]:
+        """Row indices of each episode (later turns keep their episode's (group, episode) key), in turn order."""
+        episodes: dict[tuple[int, int], list[int]] = {}
+        for i, s in enumerate(samples):
+            episodes.setdefault((s.group, s.episode), []).append(i)
+        return {k: sorted(v, key=lambda i: samples[i].turn) for k, v in episodes.items()}
+
+    def update_critic(self, batch: Advantages, epochs: int = 1) -> dict[str, float]:
+        """`epochs` critic steps on a batch's rows towards its GAE returns (PPO's clipped value loss)."""
+        if self.critic is None or batch.values is None or batch.returns is None or not batch.samples:
+            return {}
+        return self.critic.update(batch.samples, batch.values, batch.returns, batch.mask, epochs)
+
+    def critic_step(self, epochs: int = 1) -> dict[str, float]:
+        """Critic pretraining (CUDA Agent, Dai et al. 2026): one rollout of the frozen actor, then `epochs`
+        critic steps towards its GAE returns; the policy, its optimizer and its LR schedule stay untouched."""
+        if self.critic is None:
+            raise ValueError(f"critic pretraining needs rl.algo=gae (a critic); rl.algo is {self.cfg.algo!r}")
+        samples = self.rollout.collect()
+        self.score(samples)
+        metrics = {**self._outcome_metrics([s for s in samples if s.turn == 0], prefix="rollout/"),
+                   "reward/mean": sum(s.reward for s in samples) / max(1, len(samples))}
+        metrics.update(self.update_critic(self.advantages_and_mask(samples), epochs))
+        return metrics
 
     @staticmethod
     def _group_ids(samples: list[Sample]) -> torch.Tensor:
@@ -260,6 +300,7 @@ class RLTrainer:
         cfg = self.cfg
         batch = self.advantages_and_mask(samples)
         metrics = dict(batch.metrics)
+        metrics.update(self.update_critic(batch))  # from the rollout's values: independent of the policy step
         train = [i for i, k in enumerate(batch.loss_rows.tolist()) if k]
         if not train:  # nothing to learn from (e.g. every group had zero reward variance): the schedule still advances
             with warnings.catch_warnings():
@@ -354,17 +395,3 @@ class RLTrainer:
         torch.nn.utils.clip_grad_norm_(self.prm.parameters(), self.cfg.max_grad_norm)
         self.prm_opt.step()
         return proc, {"prime/prm_loss": loss_sum, "prime/process_reward_mean": float(masked_mean(proc, mask))}
-
-
-def generate_answers(engine: Engine, tok: Any, items: list[Hashable], *, samples: int, max_new_tokens: int,
-                     seed: int, family: TaskFamily | None = None) -> list[list[str]]:
-    """Answers per item: greedy when `samples` is 1, else `samples` draws at temperature 1."""
-    family = family or TinyFamily([], [])
-    params = SamplingParams(temperature=0.0 if samples == 1 else 1.0, max_new_tokens=max_new_tokens, seed=seed)
-    reqs = [GenerationRequest(tuple(family.prompt_ids(tok, c)), params.replace(seed=seed + 7919 * i + j),
-                              f"h{i}/{j}") for i, c in enumerate(items) for j in range(samples)]
-    res = engine.generate(reqs)
-    out: list[list[str]] = [[] for _ in items]
-    for r in res:
-        out[int(r.request_id[1:].split("/")[0])].append(tok.decode(r.token_ids, skip_special_tokens=True))
-    return out
