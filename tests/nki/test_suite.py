@@ -44,17 +44,14 @@ def test_solution_matches_reference_through_interpreter(solution) -> None:  # ty
     expected = build(reference, 7)(*inputs)
     candidate = load_candidate(solution.source, str(solution.path))
     model = candidate["ModelNew"](*reference["get_init_inputs"]())
-    start = time.perf_counter()
     with collect_costs() as cost:
         got = model(*[x.clone() for x in inputs])
-    elapsed = time.perf_counter() - start
     rtol, atol = task.tolerance
     assert isinstance(got, torch.Tensor) and got.shape == expected.shape
     assert torch.allclose(got.float(), expected, rtol=rtol, atol=atol), (got - expected).abs().max()
     assert cost.kernels >= 1 and cost.estimated_total_us > 0 and cost.instructions["dma"] >= 2
     if "matmul" in task.tags:
         assert cost.instructions["tensor"] >= 1
-    assert elapsed < 1.0, f"{task.id}: {elapsed:.2f}s to interpret"
 
 
 def test_prompt_rules_state_the_limits() -> None:

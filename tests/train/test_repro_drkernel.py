@@ -4,7 +4,6 @@ hand-made data, and the whole repro at smoke size against the real gym (hybrid m
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -61,10 +60,8 @@ def test_cli_repro_print_config(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_repro_smoke_run(tmp_path: Path) -> None:
-    t0 = time.perf_counter()
     res = run_drkernel(repro_config(smoke=True), tmp_path, echo=False, probe_batches=1, heldout_episodes=1,
                        heldout_turns=2)
-    assert time.perf_counter() - t0 < 60
     for name in ("report.md", "drkernel.png", "results.json", "baseline/metrics.jsonl", "pr_prs/policy.safetensors"):
         assert (tmp_path / name).is_file(), name
     data = json.loads((tmp_path / "results.json").read_text())
