@@ -3,8 +3,6 @@ through the interpreter and matches its task's reference; the prompt rules state
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import torch
 
@@ -25,9 +23,8 @@ def test_suite_loads_with_three_levels() -> None:
     for task in tasks:
         assert task.id.startswith(f"level{task.level}/") and task.tags
         namespace = load_namespace(task.source)
-        start = time.perf_counter()
         output = build(namespace, 0)(*make_inputs(namespace, 0))
-        assert isinstance(output, torch.Tensor) and time.perf_counter() - start < 1.0, task.id
+        assert isinstance(output, torch.Tensor), task.id
 
 
 def test_solutions_are_found_like_cpu_ones() -> None:
