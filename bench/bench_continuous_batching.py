@@ -82,6 +82,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=2, help="interleaved rounds; the fastest of each is kept")
+    ap.add_argument("--no-write", action="store_true", help="do not write bench/results/bench_continuous_batching.json")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     vocab = 512
@@ -122,6 +123,14 @@ def main() -> None:
                                 key=lambda r: r[1])
     print(f"control, equal lengths ({n} requests): generate {cg_tokens / cg_s:.0f} tok/s, engine {ce_tokens / ce_s:.0f} tok/s, "
           f"ratio {(ce_tokens / ce_s) / (cg_tokens / cg_s):.2f}x")
+    if not args.no_write:
+        from results_file import write_result
+
+        print("written:", write_result("bench_continuous_batching", {
+            "settings": {k: v for k, v in vars(args).items() if k != "no_write"},
+            "generate_tok_s": g_tps, "engine_tok_s": e_tps, "throughput_ratio": e_tps / g_tps,
+            "cpu_time_ratio": g_cpu / e_cpu, "generate_useful_fraction": g_tokens / g_slots,
+            "control_equal_lengths_ratio": (ce_tokens / ce_s) / (cg_tokens / cg_s)}))
 
 
 if __name__ == "__main__":

@@ -96,6 +96,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=3, help="interleaved rounds; the fastest of each mode is kept")
+    ap.add_argument("--no-write", action="store_true", help="do not write bench/results/bench_copris.json")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model = build_tiny_causal_lm(512, hidden_size=args.hidden, num_layers=args.layers,
@@ -118,6 +119,14 @@ def main() -> None:
           f"(best of {args.repeats})")
     print(f"fraction of trained-on tokens generated under an older policy version (CoPRIS): "
           f"{copris['stale'] / max(1, copris['tokens']):.1%}")
+    if not args.no_write:
+        from results_file import write_result
+
+        print("written:", write_result("bench_copris", {
+            "settings": {k: v for k, v in vars(args).items() if k != "no_write"},
+            "sync_wall_s": sync["wall"], "copris_wall_s": copris["wall"], "wall_ratio": sync["wall"] / copris["wall"],
+            "cpu_ratio": sync["cpu"] / copris["cpu"], "engine_step_ratio": sync["steps"] / copris["steps"],
+            "copris_stale_token_fraction": copris["stale"] / max(1, copris["tokens"])}))
 
 
 if __name__ == "__main__":

@@ -233,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep-freed-memory", action="store_true",
                         help="glibc keeps freed blocks (as kernelrl's evaluation workers do), so fresh [B, T] outputs "
                              "stop page-faulting in on every call")
+    parser.add_argument("--no-write", action="store_true", help="do not write bench/results/bench_rl_estimators.json")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -249,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{'vec cpu ms':>12}{'loop cpu ms':>13}{'speedup':>9}{'max |diff|':>12}")
     ok = True
     speedups = []
+    rows: dict[str, dict[str, float]] = {}
     for name, (vec, ref) in cases(x).items():
         if args.only and name not in args.only:
             continue
@@ -257,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         agree = torch.allclose(a, b, atol=1e-4, rtol=1e-4)
         ok &= agree
         speedups.append((t_ref.wall / t_vec.wall, t_ref.cpu / max(t_vec.cpu, 1e-9)))
+        rows[name] = {"vec_wall_ms": t_vec.wall * 1e3, "loop_wall_ms": t_ref.wall * 1e3, "wall_speedup": speedups[-1][0],
+                      "cpu_speedup": speedups[-1][1], "max_abs_diff": diff, "agree": agree}
         print(f"{name:<14}{t_vec.wall * 1e3:>12.2f}{t_ref.wall * 1e3:>14.1f}{speedups[-1][0]:>8.1f}x"
               f"{t_vec.cpu * 1e3:>12.2f}{t_ref.cpu * 1e3:>13.1f}{speedups[-1][1]:>8.1f}x{diff:>12.2e}"
               f"{'' if agree else '  MISMATCH'}")
@@ -266,6 +270,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{'agree' if ok else 'DISAGREE'} (atol 1e-4, rtol 1e-4)")
         met = sum(w >= 20 for w, _ in speedups)
         print(f"target >= 20x (wall): met by {met} of {len(speedups)} estimators")
+        if not args.no_write:
+            from results_file import write_result
+
+            print("written:", write_result("bench_rl_estimators", {
+                "settings": {k: v for k, v in vars(args).items() if k != "no_write"},
+                "threads_used": torch.get_num_threads(), "estimators": rows,
+                "geomean_wall_speedup": geo[0], "geomean_cpu_speedup": geo[1], "outputs_agree": ok}))
     return 0 if ok else 1
 
 

@@ -102,6 +102,7 @@ def main() -> int:
     parser.add_argument("--port", type=int, default=8377)
     parser.add_argument("--rate", type=float, default=0.0,
                         help="total submissions per second (0: as fast as possible, a saturated queue)")
+    parser.add_argument("--no-write", action="store_true", help="do not write bench/results/bench_serve_load.json")
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="kernelrl-serve-bench-"))
@@ -150,6 +151,15 @@ def main() -> int:
     print(f"server: {restarts}")
     for line in errors[:5]:
         print("error:", line)
+    if not args.no_write:
+        from results_file import write_result
+
+        print("written:", write_result("bench_serve_load", {
+            "jobs": args.jobs, "clients": args.clients, "workers": args.workers, "rate": args.rate or "unthrottled",
+            "results": len(results), "lost": lost, "client_errors": len(errors),
+            "queue_latency_ms": {"p50": quantile(queue, 0.5) * 1e3, "p99": quantile(queue, 0.99) * 1e3},
+            "e2e_latency_s": {"p50": quantile(e2e, 0.5), "p99": quantile(e2e, 0.99)},
+            "jobs_per_s": len(results) / span, "span_s": span, "wall_s": wall}))
     return 0 if lost == 0 and not errors else 1
 
 

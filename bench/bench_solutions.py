@@ -24,6 +24,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1, help="1 keeps the two timed sides off each other's core")
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--no-write", action="store_true", help="do not write bench/results/bench_solutions.json")
     args = parser.parse_args()
     solutions = load_solutions("cpu")
     config = EvalConfig(correctness_trials=3, timing_trials=args.trials, timing_budget_s=1.0)
@@ -54,6 +55,14 @@ def main() -> None:
     print(text)
     if args.out:
         args.out.write_text("# CPU reference solutions: speedups over eager\n\n" + text + "\n")
+    if not args.no_write:
+        from results_file import write_result
+
+        print("written:", write_result("bench_solutions", {
+            "geomean_speedup": geomean, "solutions": len(rows), "ok": sum(r[1] == "ok" for r in rows),
+            "faster_than_eager": sum(s > 1 for s in speedups), "workers": args.workers, "trials": args.trials,
+            "tasks": [{"task": tid, "status": st, "eager_ms": ref, "solution_ms": cand, "speedup": sp}
+                      for tid, st, ref, cand, sp in rows]}))
 
 
 if __name__ == "__main__":

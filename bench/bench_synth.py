@@ -21,6 +21,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-ops", type=int, default=4)
+    parser.add_argument("--no-write", action="store_true", help="do not write bench/results/bench_synth.json")
     args = parser.parse_args()
     synthesize(SynthConfig(n=3, seed=10_000 + args.seed))  # warm up torch's kernels and allocator
     result = synthesize(SynthConfig(n=args.n, seed=args.seed, max_ops=args.max_ops, exclude=[suite_path()]))
@@ -34,6 +35,10 @@ def main() -> None:
     }
     print(json.dumps(report, indent=2))
     print(f"validated synthesized tasks per second: {result.rate:.2f}")
+    if not args.no_write:
+        from results_file import write_result
+
+        print("written:", write_result("bench_synth", {**report, "n": args.n, "seed": args.seed, "max_ops": args.max_ops}))
 
 
 if __name__ == "__main__":

@@ -122,6 +122,7 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads for both sides (1: a tiny model's small ops only lose to thread hand-offs)")
+    ap.add_argument("--no-write", action="store_true", help="do not write bench/results/bench_trainer_vs_trl.json")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     chains, _ = split_chains(seed=0, n_train=64, n_heldout=4)
@@ -143,6 +144,14 @@ def main() -> None:
     if len(med) == 2:
         a, b = med["trl GRPOTrainer"], med["kernelrl RLTrainer"]
         print(f"speed-up (trl / ours): {a[0] / b[0]:.2f}x wall, {a[1] / b[1]:.2f}x cpu (target >= 2x)")
+        if not args.no_write:
+            from results_file import write_result
+
+            print("written:", write_result("bench_trainer_vs_trl", {
+                "settings": {k: v for k, v in vars(args).items() if k != "no_write"},
+                "median_s_per_step": {k: v[0] for k, v in med.items()},
+                "median_cpu_s_per_step": {k: v[1] for k, v in med.items()},
+                "wall_speedup": a[0] / b[0], "cpu_speedup": a[1] / b[1]}))
 
 if __name__ == "__main__":
     main()

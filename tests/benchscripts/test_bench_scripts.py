@@ -15,14 +15,14 @@ ROOT = Path(__file__).resolve().parents[2]
 SRC = str(Path(kernelrl.__file__).resolve().parents[1])
 TINY = {
     "bench_rl_estimators.py": ["--samples", "256", "--tokens", "32", "--repeats", "1", "--threads", "1",
-                               "--keep-freed-memory"],
+                               "--keep-freed-memory", "--no-write"],
     "bench_guards.py": ["--n", "2", "--no-write"],
-    "bench_trainer_vs_trl.py": ["--steps", "2", "--prompts", "1", "--group", "2", "--new", "4"],
+    "bench_trainer_vs_trl.py": ["--steps", "2", "--prompts", "1", "--group", "2", "--new", "4", "--no-write"],
     "bench_continuous_batching.py": ["--requests", "8", "--batch-size", "4", "--max-new-tokens", "16", "--hidden",
-                                     "32", "--layers", "1", "--repeats", "1"],
+                                     "32", "--layers", "1", "--repeats", "1", "--no-write"],
     "bench_copris.py": ["--steps", "2", "--groups", "2", "--n", "2", "--concurrency", "4", "--max-new-tokens", "16",
-                        "--repeats", "1"],
-    "bench_synth.py": ["--n", "3"],
+                        "--repeats", "1", "--no-write"],
+    "bench_synth.py": ["--n", "3", "--no-write"],
     "bench_confine.py": ["--n", "2000", "--rounds", "1", "--installs", "2"],
 }
 
