@@ -46,7 +46,8 @@ class ModelNew(nn.Module):
 '''
 
 CUDA_INPUTS = BASE_TASK.replace("return [torch.randn(64, 32)]", "return [torch.randn(64, 32).cuda()]")
-EINOPS = BASE_TASK.replace("import torch.nn as nn\n", "import torch.nn as nn\nfrom einops import rearrange\n")
+MISSING_MODULE = BASE_TASK.replace(  # an optional module the machine lacks (einops was, before it became a dependency)
+    "import torch.nn as nn\n", "import torch.nn as nn\nfrom kernelrl_absent_optional_module import rearrange\n")
 HUB = BASE_TASK.replace(
     "        super().__init__()\n\n    def forward",
     "        super().__init__()\n        from huggingface_hub import hf_hub_download\n\n"
@@ -63,21 +64,16 @@ def _evaluate(pool: EvalPool, source: str) -> tuple[str, str, float]:
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present: .cuda() works")
 def test_broken_tasks_are_task_errors() -> None:
-    try:
-        import einops  # noqa: F401
-
-        pytest.skip("einops is installed")
-    except ImportError:
-        pass
     with EvalPool(workers=1, config=EvalConfig(correctness_trials=1, guards=False, static_severity={"*": "warn"})) as pool:
         status, error, _ = _evaluate(pool, CUDA_INPUTS)
         assert status == Status.RUNTIME_ERROR, error
         assert error.startswith("the task's get_inputs() failed"), error
         assert "GPU" in error and "\n" not in error
 
-        status, error, _ = _evaluate(pool, EINOPS)
+        status, error, _ = _evaluate(pool, MISSING_MODULE)
         assert status == Status.RUNTIME_ERROR
-        assert error.startswith("the task failed to load") and "einops" in error and "not installed" in error, error
+        assert error.startswith("the task failed to load") and "kernelrl_absent_optional_module" in error, error
+        assert "not installed" in error, error
 
         status, error, seconds = _evaluate(pool, HUB)
         assert status == Status.RUNTIME_ERROR
