@@ -15,6 +15,8 @@ anywhere) override the config.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from typing import Any
 
 TARGETS = ("drkernel", "proxy", "nki-agent", "direct-opd")
 
@@ -33,6 +35,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
+def _out_dir(args: argparse.Namespace) -> str:
+    return args.out or f"runs/repro-{args.target}{'-smoke' if args.smoke else ''}"
+
+
+def _print_config_or_report(args: argparse.Namespace, cfg: Any, rewrite_report: Callable[[str], Any], out: str) -> bool:
+    """`--print-config` (the training config as YAML) or `--report-only`; whether one of them ran."""
+    if args.print_config:
+        print(cfg.to_yaml())
+        return True
+    if args.report_only:
+        rewrite_report(out)
+        print(f"report: {out}/report.md")
+        return True
+    return False
+
+
 def run(args: argparse.Namespace) -> int:
     if args.target == "proxy":
         return run_proxy(args)
@@ -43,13 +61,8 @@ def run(args: argparse.Namespace) -> int:
     from kernelrl.train.repro_drkernel import repro_config, rewrite_report, run_drkernel
 
     cfg = repro_config(args.smoke, [*args.overrides, *args.set])
-    if args.print_config:
-        print(cfg.to_yaml())
-        return 0
-    out = args.out or f"runs/repro-{args.target}{'-smoke' if args.smoke else ''}"
-    if args.report_only:
-        rewrite_report(out)
-        print(f"report: {out}/report.md")
+    out = _out_dir(args)
+    if _print_config_or_report(args, cfg, rewrite_report, out):
         return 0
     res = run_drkernel(cfg, out)
     a = res["lazy"]
@@ -123,13 +136,8 @@ def run_direct_opd(args: argparse.Namespace) -> int:
     from kernelrl.train.repro_direct_opd import run_direct_opd as run_all
 
     cfg = repro_config(args.smoke, [*args.overrides, *args.set])
-    if args.print_config:
-        print(cfg.to_yaml())
-        return 0
-    out = args.out or f"runs/repro-direct-opd{'-smoke' if args.smoke else ''}"
-    if args.report_only:
-        rewrite_report(out)
-        print(f"report: {out}/report.md")
+    out = _out_dir(args)
+    if _print_config_or_report(args, cfg, rewrite_report, out):
         return 0
     raw = args.seeds or ("0" if args.smoke else "0,1,2")
     try:

@@ -93,6 +93,18 @@ def heldout_eval(engine: Engine, tok: Any, cache: EvalCache, items: list[Hashabl
     return out
 
 
+def start_run(cfg: TrainConfig, run_dir: str | Path | None, echo: bool, what: str) -> Path:
+    """Threads and seeds set, the run directory made and the config saved in it (and echoed)."""
+    torch.set_num_threads(cfg.threads)
+    seed_everything(cfg.seed)
+    run = Path(run_dir or cfg.out_dir)
+    run.mkdir(parents=True, exist_ok=True)
+    cfg.save(run)
+    if echo:
+        print(f"kernelrl train: {what} {run}\n{cfg.to_yaml()}", flush=True)
+    return run
+
+
 def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | None = None,
               stop_after: int | None = None, echo: bool = True, pool: EvalPool | None = None,
               cache: EvalCache | None = None, report: bool = True) -> dict[str, Any]:
@@ -112,13 +124,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
 
         return run_stages(cfg, run_dir=run_dir, echo=echo, pool=pool)
     t_start = time.perf_counter()
-    torch.set_num_threads(cfg.threads)
-    seed_everything(cfg.seed)
-    run = Path(run_dir or cfg.out_dir)
-    run.mkdir(parents=True, exist_ok=True)
-    cfg.save(run)
-    if echo:
-        print(f"kernelrl train: run directory {run}\n{cfg.to_yaml()}", flush=True)
+    run = start_run(cfg, run_dir, echo, "run directory")
     family = make_family(cfg.task, cfg.seed)
     train_items, heldout = family.train_items, family.heldout_items
     model, tok = build_model(cfg.model, family.tokenizer_corpus(), cfg.seed)

@@ -29,12 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from kernelrl.evaluate import EvalPool
 from kernelrl.generation import Engine
 from kernelrl.train.config import TrainConfig
-from kernelrl.train.job import eval_config, heldout_eval, save_weights, seed_everything
+from kernelrl.train.job import eval_config, heldout_eval, save_weights, start_run
 from kernelrl.train.logs import MetricsLogger, Progress
 from kernelrl.train.model import build_model
 from kernelrl.train.report import write_report
@@ -176,13 +174,7 @@ def run_stages(cfg: TrainConfig, *, run_dir: str | Path | None = None, echo: boo
     ``summary.json``, with ``after_sft`` / ``after_rl`` = the first / last stage's held-out results for
     the report)."""
     t_start = time.perf_counter()
-    torch.set_num_threads(cfg.threads)
-    seed_everything(cfg.seed)
-    run = Path(run_dir or cfg.out_dir)
-    run.mkdir(parents=True, exist_ok=True)
-    cfg.save(run)
-    if echo:
-        print(f"kernelrl train: staged run {cfg.pipeline.stages} in {run}\n{cfg.to_yaml()}", flush=True)
+    run = start_run(cfg, run_dir, echo, f"staged run {cfg.pipeline.stages} in")
     family = make_family(cfg.task, cfg.seed)
     model, tok = build_model(cfg.model, family.tokenizer_corpus(), cfg.seed)
     logger = MetricsLogger(run, cfg.tensorboard)
