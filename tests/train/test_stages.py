@@ -7,7 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from pydantic import ValidationError
+from safetensors.torch import load_file
 
 from kernelrl.cli import main
 from kernelrl.evaluate import EvalPool
@@ -27,10 +29,24 @@ SECONDS = [
 ]
 
 
-def test_preset_runs_every_stage(tmp_path: Path, pool: EvalPool) -> None:
+def test_preset_runs_every_stage_and_resumes_after_a_stage(tmp_path: Path, pool: EvalPool) -> None:
+    """The preset interrupted after three stages (sft, warm-up, RFT) and resumed: the resumed run starts from
+    the saved policy, runs only critic and PPO, and reports all five stages."""
     cfg = load_config("cuda-agent-tiny", overrides=SECONDS)
     assert cfg.pipeline.stages == list(STAGE_NAMES) and cfg.rl.algo == "gae" and cfg.rl.turns == 2
-    summary = run_train(cfg, run_dir=tmp_path, echo=False, pool=pool)
+    part = run_train(cfg, run_dir=tmp_path, echo=False, pool=pool, stop_after=3)
+    assert list(part["stages"]) == ["sft", "warmup_rl", "rft"] and not (tmp_path / "summary.json").exists()
+    saved_policy = load_file(str(tmp_path / "stages" / "2_rft" / "policy.safetensors"))
+    with pytest.raises(ValueError, match="other model settings"):
+        run_train(load_config("cuda-agent-tiny", overrides=[*SECONDS, "model.hidden_size=64"]), run_dir=tmp_path,
+                  echo=False, pool=pool, resume=True)
+    sft_rows = len(read_metrics(tmp_path, "sft"))
+    summary = run_train(cfg, run_dir=tmp_path, echo=False, pool=pool, resume=True)
+    assert summary["resumed_from"].endswith("2_rft") and len(read_metrics(tmp_path, "sft")) == sft_rows
+    assert summary["stages"]["rft"] == json.loads(json.dumps(part["stages"]["rft"], default=str))
+    assert sorted(p.name for p in (tmp_path / "stages").iterdir()) == [f"{i}_{n}" for i, n in enumerate(STAGE_NAMES)]
+    critic_start = load_file(str(tmp_path / "stages" / "3_critic" / "policy.safetensors"))
+    assert all(torch.equal(critic_start[k], v) for k, v in saved_policy.items())  # resumed from RFT's weights
     saved = json.loads((tmp_path / "summary.json").read_text())
     assert list(saved["stages"]) == list(STAGE_NAMES)
     for name, d in saved["stages"].items():

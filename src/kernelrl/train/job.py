@@ -115,14 +115,13 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
     an `EvalCache` over the same task family to share verdicts with other runs (then `pool` is unused).
     `model.init_from`: the policy starts from those weights (before SFT; ``sft.steps=0`` skips SFT).
     `report`: write ``report.md`` and its plots (off for a repro's sub-runs).
-    A config with `pipeline.stages` runs those stages instead (`kernelrl.train.stages`; no resume).
+    A config with `pipeline.stages` runs those stages instead (`kernelrl.train.stages`; `resume` continues
+    after the last finished stage, `stop_after` counts stages there).
     """
     if cfg.pipeline.stages:
-        if resume or stop_after is not None:
-            raise ValueError("pipeline.stages: a staged run has no checkpoints to resume or stop at")
         from kernelrl.train.stages import run_stages
 
-        return run_stages(cfg, run_dir=run_dir, echo=echo, pool=pool)
+        return run_stages(cfg, run_dir=run_dir, echo=echo, pool=pool, resume=resume, stop_after_stage=stop_after)
     t_start = time.perf_counter()
     run = start_run(cfg, run_dir, echo, "run directory")
     family = make_family(cfg.task, cfg.seed)

@@ -15,7 +15,12 @@ in order (`config.STAGE_NAMES`), each followed by a held-out evaluation (`job.he
 
 Writes ``summary.json`` (``stages``: per stage its held-out results, its own metrics and seconds),
 ``report.md`` with a stage table, ``metrics.jsonl`` (phases ``sft``, ``warmup_rl``, ``rft``, ``critic``,
-``rl``), ``sft_policy.safetensors`` and ``policy.safetensors``. No checkpoints or resume inside a staged run.
+``rl``), ``sft_policy.safetensors`` and ``policy.safetensors``.
+
+After each stage (and its held-out eval) the run is checkpointed in ``stages/<k>_<name>/``
+(`checkpoint.save_checkpoint`: the policy, the ``ppo`` stage's critic and optimizers once it exists, RNG
+states, the summary so far). ``resume=True`` continues after the newest complete stage of a run with the
+same stage list and model; a stage interrupted half-way runs again from its start.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import Any
 
 from kernelrl.evaluate import EvalPool
 from kernelrl.generation import Engine
+from kernelrl.train.checkpoint import load_checkpoint, save_checkpoint
 from kernelrl.train.config import TrainConfig
 from kernelrl.train.job import eval_config, heldout_eval, save_weights, start_run
 from kernelrl.train.logs import MetricsLogger, Progress
@@ -166,13 +172,68 @@ def stage_ppo(r: StagedRun) -> dict[str, Any]:
 STAGES: dict[str, Callable[[StagedRun], dict[str, Any]]] = {
     "sft": stage_sft, "warmup_rl": stage_warmup_rl, "rft": stage_rft, "critic": stage_critic, "ppo": stage_ppo,
 }
+#: what must match for a resumed staged run to continue the saved one rather than mix two runs
+RESUME_FIELDS = ("seed", "model", "task", "pipeline")
+
+
+def _stage_dir(run: Path, index: int, name: str) -> Path:
+    return run / "stages" / f"{index}_{name}"
+
+
+def save_stage(r: StagedRun, index: int, name: str, summary: dict[str, Any], times: dict[str, float]) -> Path:
+    """Checkpoint the run after stage `index` (`name`): weights, optimizers and RNG states, summary so far."""
+    models: dict[str, Any] = {"policy": r.model}
+    optimizers: dict[str, Any] = {}
+    if r.ppo is not None:
+        models.update({"critic": r.ppo.critic.model} if r.ppo.critic is not None else {})
+        models.update({"ref": r.ppo.ref} if r.ppo.ref is not None else {})
+        optimizers = dict(r.ppo.optimizers)
+    rollout = r.ppo.rollout.state_dict() if r.ppo is not None else None
+    state = {"stage": index, "rollout": rollout, "name": name, "rl_steps": r.rl_steps, "stages": summary["stages"], "times": times,
+             "ppo": r.ppo is not None, "config": {k: summary["config"][k] for k in RESUME_FIELDS}}
+    return save_checkpoint(_stage_dir(r.run, index, name), models=models, optimizers=optimizers, state=state)
+
+
+def latest_stage(run: Path, cfg: TrainConfig) -> Path | None:
+    """The newest complete stage checkpoint of `run`; ValueError when it was written by another config."""
+    found = [p for p in (run / "stages").glob("[0-9]*_*") if (p / "state.json").is_file()
+             and not p.name.endswith((".tmp", ".old"))]
+    if not found:
+        return None
+    last = max(found, key=lambda p: int(p.name.split("_")[0]))
+    saved = json.loads((last / "state.json").read_text())["config"]
+    mine = cfg.model_dump()
+    differ = [k for k in RESUME_FIELDS if saved.get(k) != mine[k]]
+    if differ:
+        raise ValueError(f"resume: {run} holds a staged run with other {', '.join(differ)} settings; "
+                         "use another run directory (--out) or the same config")
+    return last
+
+
+def resume_stage(r: StagedRun, checkpoint: Path) -> dict[str, Any]:
+    """Load a stage checkpoint into `r`; returns its saved state (summary of the stages done)."""
+    head = json.loads((checkpoint / "state.json").read_text())
+    models: dict[str, Any] = {"policy": r.model}
+    optimizers: dict[str, Any] = {}
+    if head["ppo"]:
+        trainer = r.ppo_trainer()
+        models.update({"critic": trainer.critic.model} if trainer.critic is not None else {})
+        models.update({"ref": trainer.ref} if trainer.ref is not None else {})
+        optimizers = dict(trainer.optimizers)
+    state = load_checkpoint(checkpoint, models=models, optimizers=optimizers)
+    if r.ppo is not None and state["rollout"] is not None:
+        r.ppo.rollout.load_state_dict(state["rollout"])
+    r.rl_steps = int(state["rl_steps"])
+    r.engine.update_weights()
+    return state
 
 
 def run_stages(cfg: TrainConfig, *, run_dir: str | Path | None = None, echo: bool = True,
-               pool: EvalPool | None = None) -> dict[str, Any]:
-    """Run `cfg.pipeline.stages` in order, a held-out eval after each; returns the summary (also
-    ``summary.json``, with ``after_sft`` / ``after_rl`` = the first / last stage's held-out results for
-    the report)."""
+               pool: EvalPool | None = None, resume: bool = False, stop_after_stage: int | None = None) -> dict[str, Any]:
+    """Run `cfg.pipeline.stages` in order, a held-out eval and a checkpoint after each; returns the
+    summary (also ``summary.json``, with ``after_sft`` / ``after_rl`` = the first / last stage's held-out
+    results for the report). `resume`: continue after the newest saved stage; `stop_after_stage`: end
+    after that many stages in all (to test resume; no final report then)."""
     t_start = time.perf_counter()
     run = start_run(cfg, run_dir, echo, f"staged run {cfg.pipeline.stages} in")
     family = make_family(cfg.task, cfg.seed)
@@ -187,7 +248,20 @@ def run_stages(cfg: TrainConfig, *, run_dir: str | Path | None = None, echo: boo
         width = len(family.heldout_items) * cfg.eval.heldout_samples
         engine = Engine(model, tok, max_batch_size=max(1, width), max_context=cfg.model.max_positions, seed=cfg.seed)
         r = StagedRun(cfg, model, tok, family, cache, logger, run, engine, echo=echo)
-        for name in cfg.pipeline.stages:
+        done = 0
+        checkpoint = latest_stage(run, cfg) if resume else None
+        if checkpoint is not None:
+            state = resume_stage(r, checkpoint)
+            summary["stages"], times = state["stages"], dict(state["times"])
+            done = int(state["stage"]) + 1
+            summary["resumed_from"] = str(checkpoint)
+            if echo:
+                print(f"[resume] after stage {state['name']} ({checkpoint})", flush=True)
+        for index, name in enumerate(cfg.pipeline.stages):
+            if index < done:
+                continue
+            if stop_after_stage is not None and index >= stop_after_stage:
+                return summary
             t0 = time.perf_counter()
             if echo:
                 print(f"[stage {name}] start ({t0 - t_start:.0f} s into the run)", flush=True)
@@ -200,6 +274,7 @@ def run_stages(cfg: TrainConfig, *, run_dir: str | Path | None = None, echo: boo
             logger.log("heldout", len(summary["stages"]), {"stage": name, **{k: v for k, v in held.items()
                                                                               if k != "examples"}})
             summary["stages"][name] = {"heldout": held, **result}
+            save_stage(r, index, name, summary, times)
             if echo:
                 print(f"[stage {name}] {times[name + '_s']:.0f} s; held-out pass {held['pass_rate']:.3f} "
                       f"fast_1 {held['fast_1']:.3f}", flush=True)
