@@ -3,7 +3,9 @@ replaced (the same evaluator at `--baseline-rev`, the last commit before the spl
 
 Two warm pools, one per evaluator, each in a process of its own (one imports kernelrl from this tree, the
 other from a git worktree of the baseline); rounds alternate between them so machine noise hits both.
-Both evaluate the same small kernels with the same settings and cached builds and reference timings.
+Both evaluate the same small kernels with the same settings and cached reference timings; builds are
+cached too, except for the "new source" kernel, whose C source differs in a comment at every evaluation,
+as every fresh answer of an RL policy does, so each of its evaluations compiles.
 Targets: the split costs <= 15% of a small kernel's evaluation wall time; warm-pool overhead (wall
 time outside the evaluated stages) <= 50 ms.
 
@@ -34,23 +36,34 @@ def worker() -> None:
     from kernelrl.evaluate import Candidate, EvalConfig, EvalPool
     from kernelrl.tasks import Task, example_path, load_task
 
+    relu = Task(id="bench/relu64k", source=SMALL_TASK)
     kernels = {
-        "relu 64k": (Task(id="bench/relu64k", source=SMALL_TASK), Candidate(SMALL_CANDIDATE)),
+        "relu 64k": (relu, Candidate(SMALL_CANDIDATE), False),
+        "relu 64k new source": (relu, Candidate(SMALL_CANDIDATE), True),
         "scale_bias_relu 2M": (load_task(example_path("scale_bias_relu.py")),
-                               Candidate.from_file(example_path("scale_bias_relu_cpu.py"))),
+                               Candidate.from_file(example_path("scale_bias_relu_cpu.py")), False),
     }
     config = EvalConfig()
+    fresh = iter(range(1 << 30))
+
+    def variant(candidate: Candidate, new_source: bool) -> Candidate:
+        if not new_source:
+            return candidate
+        marker = f"/* {os.getpid()}-{next(fresh)} */ void relu2("
+        return Candidate(candidate.source.replace("void relu2(", marker, 1))
+
     with EvalPool(workers=1, sandbox="none") as pool:
-        for task, candidate in kernels.values():
+        for task, candidate, _ in kernels.values():
             for _ in range(2):  # build once, fill the reference-timing cache, warm the worker
                 assert pool.evaluate(task, candidate, config).status == "ok"
         print(json.dumps({"ready": True}), flush=True)
         for line in sys.stdin:
             n = int(line.split()[1])
             out: dict[str, dict[str, list[float]]] = {}
-            for name, (task, candidate) in kernels.items():
+            for name, (task, base, new_source) in kernels.items():
                 record = out.setdefault(name, {"wall": [], "stages": [], "cpu": []})
                 for _ in range(n):
+                    candidate = variant(base, new_source)
                     start = time.perf_counter()
                     result = pool.evaluate(task, candidate, config)
                     record["wall"].append(time.perf_counter() - start)
