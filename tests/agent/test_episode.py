@@ -41,7 +41,7 @@ def test_unreachable_target_runs_all_turns_and_keeps_the_best(pool: EvalPool) ->
 def test_trajectory_round_trips_through_json(pool: EvalPool) -> None:
     traj = run_episode(relu_task(), ScriptedPolicy([fenced(C.GOOD)]), pool, EpisodeConfig(max_turns=1), sample=3)
     again = Trajectory.from_json(traj.to_json())
-    assert again == traj and again.sample == 3 and again.turns[0].result["status"] == "ok"
+    assert again == traj and again.sample == 3 and again.turns[0].result.status == "ok"
     # the default reward is the registry's `speedup`: a correct kernel earns max(0, 1 + min(3, log2 s)),
     # below 1 when it runs slower than the reference, so only the scoring path is pinned here
     assert again.turns[0].reward == default_reward(traj.turns[0].result) == get_reward("speedup")(traj.turns[0].result)

@@ -32,7 +32,7 @@ def test_the_agent_reads_a_partition_error_from_the_compile_tool_and_fixes_it(po
     policy = make_policy("nki-draft", forced={RELU: {"partition"}}, fix_rate=1.0)
     nki = PromptConfig(backend="nki")
     single = run_episode(task, policy, pool, EpisodeConfig(prompt=nki)).turns[0]
-    assert single.result["status"] == "compile_error" and "err-partition-dim" in single.result["error"]
+    assert single.result.status == "compile_error" and "err-partition-dim" in single.result.error
 
     turn = run_episode(task, policy, pool, EpisodeConfig(tools=True, prompt=nki)).turns[0]
     calls = [c["function"]["name"] for m in turn.messages if m["role"] == "assistant" for c in m.get("tool_calls") or []]
@@ -40,7 +40,7 @@ def test_the_agent_reads_a_partition_error_from_the_compile_tool_and_fixes_it(po
     assert calls == ["compile", "compile", "verify"]
     assert answers[0]["compiled"] is False and "partition dimension 256" in answers[0]["error"]
     assert answers[1] == {"compiled": True} and answers[2]["status"] == "ok"
-    assert turn.result["status"] == "ok" and turn.tool_calls == 3
+    assert turn.result.status == "ok" and turn.tool_calls == 3
     assert get_reward("compile")(single.result) == 0.0 and get_reward("compile")(turn.result) == 1.0
 
 

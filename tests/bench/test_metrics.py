@@ -9,6 +9,7 @@ import pytest
 from kernelrl.agent import Trajectory, Turn
 from kernelrl.bench import fast_p, geomean, pass_at_k, summarize
 from kernelrl.bench.metrics import Outcome
+from kernelrl.evaluate.result import EvalResult, Status, Timing
 
 
 def test_pass_at_k_hand_computed() -> None:
@@ -47,8 +48,9 @@ def test_fast_p_conventions_differ_exactly_at_the_threshold() -> None:
 
 
 def turn(index: int, status: str, speedup: float | None = None, compiled: float | None = None) -> Turn:
-    timing = None if speedup is None else {"speedup": speedup, "speedup_vs_compiled": compiled, "meaningful": True}
-    return Turn(index=index, messages=[], response="", code="x", result={"status": status, "timing": timing}, reward=0.0)
+    timing = None if speedup is None else Timing(speedup=speedup, speedup_vs_compiled=compiled)
+    result = EvalResult(Status(status), "t", "cpu", timing=timing)
+    return Turn(index=index, messages=[], response="", code="x", result=result, reward=0.0)
 
 
 def test_summary_per_turn_best_so_far_per_level_and_compiled_baseline() -> None:

@@ -16,16 +16,17 @@ from kernelrl.agent.tools import TOOL_SCHEMAS, ToolExecutor
 from kernelrl.evaluate.candidate import Candidate
 from kernelrl.evaluate.config import EvalConfig
 from kernelrl.evaluate.pool import EvalPool
+from kernelrl.evaluate.result import EvalResult
 from kernelrl.rewards.kernel import DEFAULT_REWARD, get_reward
 from kernelrl.tasks.task import Task
 
-RewardFn = Callable[[dict[str, Any] | None], float]
+RewardFn = Callable[[EvalResult | None], float]
 HISTORY_MODES = ("all", "last")
 
 
-def default_reward(result: dict[str, Any] | None, name: str = DEFAULT_REWARD, **options: Any) -> float:
+def default_reward(result: EvalResult | dict[str, Any] | None, name: str = DEFAULT_REWARD, **options: Any) -> float:
     """A turn's reward: the `kernelrl.rewards.REWARDS` entry `name` (default `DEFAULT_REWARD`, the one
-    `kernelrl train` and the verl/TRL bridges use) with `options`, of the turn's ``EvalResult.to_dict()``;
+    `kernelrl train` and the verl/TRL bridges use) with `options`, of the turn's `EvalResult`;
     0 for a turn without code (``result=None``)."""
     if result is None:
         return 0.0
@@ -122,7 +123,7 @@ def run_episode(
         code = extract_code(response)
         result = None
         if code is not None:
-            result = pool.evaluate(task, Candidate(code, backend), eval_config).to_dict()
+            result = pool.evaluate(task, Candidate(code, backend), eval_config)
         turn = Turn(index=index, messages=messages, response=response, code=code, result=result,
                     reward=reward_fn(result), usage=usage, tool_calls=tool_calls)
         turn.feedback = format_feedback(result, config.feedback_mode, config.feedback_tokens, config.target_speedup, count_tokens)

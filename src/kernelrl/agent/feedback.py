@@ -6,6 +6,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from kernelrl.evaluate.result import EvalResult
+
 TokenCounter = Callable[[str], int]
 FEEDBACK_MODES = ("text", "json")
 
@@ -68,7 +70,7 @@ def _text(result: dict[str, Any]) -> str:
 
 
 def format_feedback(
-    result: dict[str, Any] | None,
+    result: EvalResult | dict[str, Any] | None,
     mode: str = "text",
     max_tokens: int = 512,
     target_speedup: float | None = None,
@@ -76,7 +78,7 @@ def format_feedback(
 ) -> str:
     """The user message after a turn: verdict, details, and what to do next, within `max_tokens`.
 
-    `result` is an `EvalResult.to_dict()`, or None when the answer held no code.
+    `result` is the turn's `EvalResult` (or its dict), or None when the answer held no code.
     """
     if mode not in FEEDBACK_MODES:
         raise ValueError(f"feedback mode must be one of {FEEDBACK_MODES}, got {mode!r}")
@@ -85,6 +87,8 @@ def format_feedback(
             "I could not find any code in your answer. Reply with the complete module (imports, kernel "
             "source and class ModelNew) in one ```python fenced block."
         )
+    if isinstance(result, EvalResult):
+        result = result.to_dict()
     body = json.dumps(compact_result(result), separators=(",", ":")) if mode == "json" else _text(result)
     status = result["status"]
     if status == "ok":

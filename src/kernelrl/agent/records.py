@@ -6,6 +6,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kernelrl.evaluate.result import EvalResult
+
 
 @dataclass
 class Usage:
@@ -26,47 +28,56 @@ class Turn:
     """One model answer and its evaluation.
 
     `messages` are the chat messages the model saw for this turn followed by its answer (and, in the
-    tool-calling variant, the tool calls and tool results in between). `result` is an
-    `EvalResult.to_dict()` (None when no code could be extracted).
+    tool-calling variant, the tool calls and tool results in between). `result` is the gym's
+    `EvalResult` (None when no code could be extracted); in JSON it is ``EvalResult.to_dict()``.
     """
 
     index: int
     messages: list[dict[str, Any]]
     response: str
     code: str | None
-    result: dict[str, Any] | None
+    result: EvalResult | None
     reward: float
     feedback: str = ""  # what the model is told about this turn on the next one
     usage: Usage = field(default_factory=Usage)
     tool_calls: int = 0
 
+    def __post_init__(self) -> None:
+        if isinstance(self.result, dict):
+            raise TypeError("Turn.result is an EvalResult (or None), not its dict; use Turn.from_dict for JSON")
+
     @property
     def status(self) -> str:
-        return self.result["status"] if self.result else "no_code"
+        return str(self.result.status) if self.result else "no_code"
 
     @property
     def correct(self) -> bool:
-        return self.status == "ok"
+        return self.result is not None and self.result.correct
 
     @property
     def speedup(self) -> float | None:
         """Speedup over eager PyTorch; None unless correct and timed meaningfully."""
-        timing = (self.result or {}).get("timing") or {}
-        if not self.correct or not timing.get("meaningful", True):
-            return None
-        return timing.get("speedup")
+        return self.result.speedup if self.result is not None and self.result.correct else None
 
     @property
     def speedup_vs_compiled(self) -> float | None:
-        timing = (self.result or {}).get("timing") or {}
-        if not self.correct or not timing.get("meaningful", True):
+        timing = self.result.timing if self.result is not None else None
+        if not self.correct or timing is None or not timing.meaningful:
             return None
-        return timing.get("speedup_vs_compiled")
+        return timing.speedup_vs_compiled
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        data["usage"] = asdict(self.usage)
+        data["result"] = self.result.to_dict() if self.result is not None else None
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Turn:
         data = dict(data)
         data["usage"] = Usage(**(data.get("usage") or {}))
+        if data.get("result") is not None:
+            data["result"] = EvalResult.from_dict(data["result"])
         return cls(**data)
 
 
@@ -100,7 +111,9 @@ class Trajectory:
         return max(correct, key=lambda t: (t.speedup or 0.0, -t.index))
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        data["turns"] = [t.to_dict() for t in self.turns]
+        return data
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict())

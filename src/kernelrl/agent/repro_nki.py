@@ -130,7 +130,7 @@ def tool_use(cfg: NkiAgentConfig, tasks: list[Task], solutions: dict[str, str], 
                                 prompt=PromptConfig(backend="nki"))
         run = run_bench(tasks, policy, out / arm, BenchConfig(samples=cfg.samples, episode=episode, eval=evalc),
                         pool=pool, progress=False)
-        solved = {(t.task_id, t.sample): bool(t.turns and t.turns[-1].result and t.turns[-1].result["status"] == "ok")
+        solved = {(t.task_id, t.sample): bool(t.turns and t.turns[-1].correct)
                   for t in run.trajectories}
         arms[arm] = {"solved": solved, "calls": [t.turns[0].tool_calls for t in run.trajectories if t.turns]}
     known = set(policy.solutions)

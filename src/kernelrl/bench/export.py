@@ -28,7 +28,7 @@ def export_records(
         if mode == "turns":
             for turn in traj.turns:
                 yield {**base, "turn": turn.index, "messages": turn.messages, "code": turn.code,
-                       "result": turn.result, "reward": turn.reward, "feedback": turn.feedback}
+                       "result": turn.result.to_dict() if turn.result else None, "reward": turn.reward, "feedback": turn.feedback}
             continue
         chosen = [traj.best_turn] if mode == "sft" else [t for t in traj.turns if t.correct]
         for turn in chosen:
