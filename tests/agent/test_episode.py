@@ -42,7 +42,7 @@ def test_trajectory_round_trips_through_json(pool: EvalPool) -> None:
     traj = run_episode(relu_task(), ScriptedPolicy([fenced(C.GOOD)]), pool, EpisodeConfig(max_turns=1), sample=3)
     again = Trajectory.from_json(traj.to_json())
     assert again == traj and again.sample == 3 and again.turns[0].result.status == "ok"
-    # the default reward is the registry's `speedup`: a correct kernel earns max(0, 1 + min(3, log2 s)),
+    # the default reward is the registry's `speedup`: a correct kernel earns max(0.1, 1 + min(3, log2 s)),
     # below 1 when it runs slower than the reference, so only the scoring path is pinned here
     assert again.turns[0].reward == default_reward(traj.turns[0].result) == get_reward("speedup")(traj.turns[0].result)
 
@@ -71,7 +71,7 @@ def test_default_reward() -> None:
     assert default_reward(result("incorrect", 4.0)) == 0.0
     assert default_reward(result("ok")) == 1.0
     assert default_reward(result("ok", 4.0)) == 3.0  # 1 + log2 4
-    assert default_reward(result("ok", 0.5)) == 0.0  # 1 + log2 0.5: a 2x slower kernel earns nothing
+    assert default_reward(result("ok", 0.5)) == pytest.approx(0.1)  # 1 + log2 0.5 = 0, floored: correct beats wrong
     assert default_reward(result("ok", 0.8)) == pytest.approx(1.0 + math.log2(0.8))
     assert default_reward(result("ok", 4.0, meaningful=False)) == 1.0
     assert default_reward(result("ok", 1000.0)) == 4.0  # log term capped at 3

@@ -28,11 +28,11 @@ def test_reward_is_the_registry_reward_chosen_by_name() -> None:
         timing = Timing(speedup=speedup, meaningful=meaningful) if speedup is not None else None
         return EvalResult(status=status, task_id="t", backend="cpu", timing=timing)
 
-    # the default is `speedup`: max(0, 1 + min(3, log2 s)) when correct, else 0
+    # the default is `speedup`: max(0.1, 1 + min(3, log2 s)) when correct, else 0
     assert reward_from_result(result(Status.INCORRECT, 5.0)) == 0.0
     assert reward_from_result(result(Status.COMPILE_ERROR)) == 0.0
     assert reward_from_result(result(Status.OK)) == 1.0
-    assert reward_from_result(result(Status.OK, 0.5)) == 0.0
+    assert reward_from_result(result(Status.OK, 0.5)) == pytest.approx(0.1)
     assert reward_from_result(result(Status.OK, 1.5)) == pytest.approx(1.0 + math.log2(1.5))
     assert reward_from_result(result(Status.OK, 9.0)) == 4.0
     assert reward_from_result(result(Status.OK, 9.0), options={"cap": 1.0}) == 2.0

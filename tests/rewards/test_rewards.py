@@ -45,8 +45,10 @@ def test_weighted() -> None:
 def test_speedup_capped_log() -> None:
     assert speedup_reward(res(speedup=4.0)) == pytest.approx(3.0)  # 1 + log2 4
     assert speedup_reward(res(speedup=64.0)) == pytest.approx(4.0)  # 1 + cap 3
-    assert speedup_reward(res(speedup=0.5)) == pytest.approx(0.0)  # 1 + (-1)
-    assert speedup_reward(res(speedup=0.25)) == 0.0  # floored
+    assert speedup_reward(res(speedup=0.5)) == pytest.approx(0.1)  # 1 + (-1), floored: correct beats wrong
+    assert speedup_reward(res(speedup=0.25)) == pytest.approx(0.1)  # floored
+    assert speedup_reward(res(speedup=0.25), correct_floor=0.0) == 0.0
+    assert speedup_reward(res(speedup=0.7)) == pytest.approx(1 + math.log2(0.7))  # above the floor: unchanged
     assert speedup_reward(res(speedup=None)) == 1.0
     assert speedup_reward(res(Status.COMPILE_ERROR)) == 0.0
 
@@ -171,7 +173,7 @@ def test_speedup_vs_compile_reward() -> None:
     # 4x faster than eager but only 2x faster than compiled: 1 + log2(2), where the eager reward gives 1 + log2(4)
     assert fn(timed(4.0, 2.0, 1.0)) == pytest.approx(2.0)
     assert speedup_reward(timed(4.0, 2.0, 1.0)) == pytest.approx(3.0)
-    assert fn(timed(4.0, 0.5, 1.0)) == pytest.approx(0.0)  # 2x slower than compiled: 1 - 1, floor 0
+    assert fn(timed(4.0, 0.5, 1.0)) == pytest.approx(0.1)  # 2x slower than compiled: 1 - 1, floored at 0.1
     assert fn(timed(4.0, 2.0, 1.0, Status.INCORRECT)) == 0.0
     assert fn(timed(4.0, None, 1.0)) == pytest.approx(3.0)  # no compiled timing: eager fallback
     assert get_reward("speedup_vs_compile", fallback="none")(timed(4.0, None, 1.0)) == 1.0

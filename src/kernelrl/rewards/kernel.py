@@ -21,6 +21,8 @@ REWARDS: Registry[RewardFn] = Registry("reward")
 # The one default: bench episodes (`kernelrl.agent.default_reward`), `kernelrl train` (``rl.reward``) and the
 # verl / TRL bridges (`kernelrl.integrations.scoring.reward_from_result`) all score with this entry.
 DEFAULT_REWARD = "speedup"
+#: the least a correct kernel earns under the speedup-shaped rewards, however slow (a wrong one earns 0)
+CORRECT_FLOOR = 0.1
 
 _TORCH_OPS_NOTE = re.compile(r"torch compute ops in forward: (.*)")
 _COUNT = re.compile(r"x(\d+)$")
@@ -104,10 +106,13 @@ def weighted_reward(
 @REWARDS.register("speedup")
 def speedup_reward(
     result: EvalResult | dict[str, Any], *, correct_bonus: float = 1.0, cap: float = 3.0, log: bool = True,
+    correct_floor: float = CORRECT_FLOOR,
 ) -> float:
-    """``correct_bonus + min(cap, log2 s)`` for a correct kernel with speedup s (``min(cap, s)`` with
-    ``log=False``); 0 when not correct. Below 1x the log term is negative, so a slow kernel earns less
-    than a fast one but never less than 0 overall (floor at 0)."""
+    """``max(correct_floor, correct_bonus + min(cap, log2 s))`` for a correct kernel with speedup s
+    (``min(cap, s)`` with ``log=False``); 0 when not correct. Below 1x the log term is negative, so a slow
+    kernel earns less than a fast one, but a correct kernel however slow still earns `correct_floor` (> 0),
+    more than any wrong one: without it every kernel at or under 0.5x scored like a wrong answer, and a
+    group of slow correct and wrong answers gave no signal towards correctness."""
     r = _result(result)
     if not r.correct:
         return 0.0
@@ -115,7 +120,7 @@ def speedup_reward(
     if s is None:
         return correct_bonus
     term = min(cap, math.log2(s)) if log else min(cap, s)
-    return max(0.0, correct_bonus + term)
+    return max(correct_floor, correct_bonus + term)
 
 
 @REWARDS.register("coverage", "pr")
@@ -151,14 +156,14 @@ def milestone_reward(
 @REWARDS.register("speedup_vs_compile", "speedup_compile")
 def speedup_vs_compile_reward(
     result: EvalResult | dict[str, Any], *, correct_bonus: float = 1.0, cap: float = 3.0, mode: str = "log",
-    margin: float = 0.05, fallback: str = "eager",
+    margin: float = 0.05, fallback: str = "eager", correct_floor: float = CORRECT_FLOOR,
 ) -> float:
     """A reward against ``torch.compile`` rather than eager PyTorch: CUDA Agent (ByteDance Seed, 2026)
     measures its kernels' speedup against the compiled reference. Needs ``EvalConfig.compile_baseline``
     (``timing.compiled_reference_ms``); with s_c = compiled reference time / candidate time:
 
-    - ``mode="log"``: ``max(0, correct_bonus + min(cap, log2 s_c))`` for a correct kernel, else 0 (the
-      `speedup` reward's form with the compiled baseline);
+    - ``mode="log"``: ``max(correct_floor, correct_bonus + min(cap, log2 s_c))`` for a correct kernel,
+      else 0 (the `speedup` reward's form with the compiled baseline);
     - ``mode="stepped"``: ``1[correct] * (1 + 1[s > 1 + margin] + 1[s_c > 1 + margin])`` with s the
       eager speedup: correct, faster than eager, faster than torch.compile each earn one step.
 
@@ -181,7 +186,7 @@ def speedup_vs_compile_reward(
         return 1.0 + float(s > 1.0 + margin) + float(s_c is not None and s_c > 1.0 + margin)
     if s_c is None or s_c <= 0:
         return correct_bonus
-    return max(0.0, correct_bonus + min(cap, math.log2(s_c)))
+    return max(correct_floor, correct_bonus + min(cap, math.log2(s_c)))
 
 
 def hard_violations(result: EvalResult | dict[str, Any]) -> int:
