@@ -146,8 +146,10 @@ class TinyFamily:
 
     def tokenizer_corpus(self) -> list[str]:
         corpus = chains.tokenizer_corpus(hybrid=self.hybrid)
-        if self.tool_fraction > 0:  # the tool syntax, so calls and outputs are a few tokens each
-            corpus += [self._tool_answer(chains.solution(c), "compile", "ok") for c in self.train_items[:64]]
+        if self.tool_fraction > 0:  # the tool syntax, often enough that calls and outputs are a few tokens each
+            p = self.protocol
+            corpus += [p.tool_text(t) + p.output_open + out + p.output_close
+                       for t in ("compile", "verify") for out in ("ok", "error")] * 100
         return corpus
 
     def prompt_ids(self, tok: Any, item: Hashable) -> list[int]:

@@ -122,7 +122,8 @@ class RLTrainer:
         self.rollout = Rollout(self.engine, tok, cache, items, group_size=cfg.group_size,
                                prompts_per_step=cfg.prompts_per_step, params=sp, mode=cfg.rollout,
                                concurrency=cfg.concurrency, turns=cfg.turns, seed=seed, cursor=cursor,
-                               stop_at_first_correct=cfg.stop_at_first_correct)
+                               stop_at_first_correct=cfg.stop_at_first_correct, tools=cfg.tools,
+                               max_tool_calls=cfg.max_tool_calls)
         self.step_count = 0
         self.mismatch_specs = cfg.mismatch_specs()
         for name, _ in self.mismatch_specs:
@@ -165,6 +166,8 @@ class RLTrainer:
         metrics.update(self._coverage_metrics(samples))
         metrics["reward/mean"] = sum(s.reward for s in samples) / max(1, len(samples))
         metrics["response_length"] = sum(len(s.response_ids) for s in samples) / max(1, len(samples))
+        if self.cfg.tools:
+            metrics["rollout/tool_turn_fraction"] = sum(s.tool_calls > 0 for s in samples) / max(1, len(samples))
         metrics["eval/cache_hits"] = float(self.rollout.cache.hits)
         t1 = time.perf_counter()
         metrics.update(self._update(samples))
