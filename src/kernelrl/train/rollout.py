@@ -95,7 +95,7 @@ class EvalCache:
         if fut is None:
             if cand is None:
                 fut = cf.Future()
-                fut.set_result(no_code_result(task, getattr(self.family, "backend", "cpu")))
+                fut.set_result(no_code_result(task, self.family.backend))
             else:
                 fut = self.pool.submit(task, cand)
                 self.submitted += 1
