@@ -75,7 +75,7 @@ def no_code_result(task: Task, backend: str) -> EvalResult:
 @dataclass
 class TinyProtocol(EpisodeProtocol):
     """The tiny model's episode protocol: chain prompts, C loop-body answers, one-line verdicts and
-    tool outputs (``\n<out>ok</out>``) short enough for a tiny model and context."""
+    tool outputs (``<out>ok</out>``) short enough for a tiny model and context."""
 
     output_open: str = "\n<out>"
     output_close: str = "</out>"
