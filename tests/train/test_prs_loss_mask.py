@@ -33,7 +33,7 @@ def sample(episode: int, turn: int, reward: float, result: EvalResult, response:
     return Sample(group=group, episode=episode, turn=turn, item="chain", prompt_ids=[3, 17, 42, 9 + turn],
                   response_ids=response, rollout_logprobs=[-1.0] * len(response), versions=[0] * len(response),
                   text="", finish_reason="stop", result=result, reward=reward,
-                  extras={"request_id": f"{group}/{episode}#{turn}"})
+                  request_id=f"{group}/{episode}#{turn}")
 
 
 def trainer(smoke_cfg: TrainConfig, **rl: Any) -> RLTrainer:

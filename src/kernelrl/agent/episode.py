@@ -7,10 +7,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kernelrl.agent.extract import extract_code
-from kernelrl.agent.feedback import TokenCounter, approx_tokens, format_feedback
+from kernelrl.agent.feedback import TokenCounter, approx_tokens
 from kernelrl.agent.policies.base import Policy, PolicyError, RequestContext
-from kernelrl.agent.prompts import PromptConfig, initial_messages
+from kernelrl.agent.prompts import PromptConfig
+from kernelrl.agent.protocol import AgentProtocol, EpisodeProtocol
 from kernelrl.agent.records import Trajectory, Turn, Usage
 from kernelrl.agent.tools import TOOL_SCHEMAS, ToolExecutor
 from kernelrl.evaluate.candidate import Candidate
@@ -60,14 +60,22 @@ class EpisodeConfig:
         return asdict(self)
 
 
-def _conversation(opening: list[dict[str, Any]], turns: list[Turn], history: str) -> list[dict[str, Any]]:
+def episode_protocol(config: EpisodeConfig, count_tokens: TokenCounter = approx_tokens) -> AgentProtocol:
+    """The agent protocol an episode config describes (prompt, feedback format and budget, target)."""
+    return AgentProtocol(prompt=config.prompt, feedback_mode=config.feedback_mode,
+                         feedback_tokens=config.feedback_tokens, target_speedup=config.target_speedup,
+                         count_tokens=count_tokens)
+
+
+def _conversation(opening: list[dict[str, Any]], turns: list[Turn], history: str,
+                  protocol: EpisodeProtocol) -> list[dict[str, Any]]:
     """The messages the model sees at the start of the next turn."""
     if not turns:
         return list(opening)
     if history == "last":
         last = turns[-1]
-        return [*opening, {"role": "assistant", "content": last.response}, {"role": "user", "content": last.feedback}]
-    return [*turns[-1].messages, {"role": "user", "content": turns[-1].feedback}]
+        return [*opening, {"role": "assistant", "content": last.response}, protocol.next_message(last.feedback)]
+    return [*turns[-1].messages, protocol.next_message(turns[-1].feedback)]
 
 
 def run_episode(
@@ -79,19 +87,23 @@ def run_episode(
     eval_config: EvalConfig | None = None,
     reward_fn: RewardFn = default_reward,
     count_tokens: TokenCounter = approx_tokens,
+    protocol: AgentProtocol | None = None,
 ) -> Trajectory:
     """Run up to `max_turns` answer-evaluate-feedback rounds for `task`; never raises for model failures.
 
     `count_tokens` measures the feedback budget (pass the policy's tokenizer for exact counts).
+    `protocol`: the episode protocol (opening prompt, extraction, feedback, next turn); default
+    `episode_protocol(config, count_tokens)`, the one the trainer's suite family uses too.
     """
     config = config or EpisodeConfig()
+    protocol = protocol or episode_protocol(config, count_tokens)
     backend = config.prompt.backend
     trajectory = Trajectory(task_id=task.id, backend=backend, sample=sample, level=task.level,
                             policy=getattr(policy, "name", type(policy).__name__))
-    opening = initial_messages(task, config.prompt)
+    opening = protocol.opening(task)
     executor = ToolExecutor(pool, task, backend, eval_config, config.feedback_tokens, count_tokens) if config.tools else None
     for index in range(config.max_turns):
-        messages = _conversation(opening, trajectory.turns, config.history)
+        messages = _conversation(opening, trajectory.turns, config.history, protocol)
         context = RequestContext(task_id=task.id, sample=sample, turn=index, seed=config.seed + 1000 * sample + index)
         usage, tool_calls = Usage(), 0
         offer = TOOL_SCHEMAS if executor else None
@@ -120,13 +132,13 @@ def run_episode(
             trajectory.stop_reason, trajectory.error = "policy_error", str(exc)
             break
         response = completion.text
-        code = extract_code(response)
+        code = protocol.extract(response)
         result = None
         if code is not None:
             result = pool.evaluate(task, Candidate(code, backend), eval_config)
         turn = Turn(index=index, messages=messages, response=response, code=code, result=result,
                     reward=reward_fn(result), usage=usage, tool_calls=tool_calls)
-        turn.feedback = format_feedback(result, config.feedback_mode, config.feedback_tokens, config.target_speedup, count_tokens)
+        turn.feedback = protocol.feedback(result)
         trajectory.turns.append(turn)
         if config.target_speedup is not None and (turn.speedup or 0.0) >= config.target_speedup:
             trajectory.stop_reason = "target_reached"

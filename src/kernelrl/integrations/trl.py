@@ -15,9 +15,11 @@ import concurrent.futures as cf
 from collections.abc import Callable
 from typing import Any
 
-from kernelrl.agent.extract import extract_code
+from kernelrl.agent.protocol import AgentProtocol
 from kernelrl.integrations.scoring import default_client, reward_from_result, reward_settings, task_spec
 from kernelrl.rewards.kernel import DEFAULT_REWARD
+
+PROTOCOL = AgentProtocol()  # the episode protocol bench and the trainer share (candidate extraction)
 
 
 def completion_text(completion: Any) -> str:
@@ -49,7 +51,7 @@ def make_reward_func(
         scores = [0.0] * len(completions)
         jobs = []
         for i, completion in enumerate(completions):
-            code = extract_code(completion_text(completion))
+            code = PROTOCOL.extract(completion_text(completion))
             if code is not None:
                 jobs.append((i, task_spec(column[i]), code))
         options: dict[str, Any] = {"backend": backend, **({"config": config} if config else {})}

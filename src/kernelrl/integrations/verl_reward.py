@@ -5,12 +5,14 @@ from __future__ import annotations
 import concurrent.futures as cf
 from typing import Any
 
-from kernelrl.agent.extract import extract_code
+from kernelrl.agent.protocol import AgentProtocol
 from kernelrl.integrations.scoring import default_client, reward_from_result, reward_settings, task_spec
+
+PROTOCOL = AgentProtocol()  # the episode protocol bench and the trainer share (candidate extraction)
 
 
 def _job(solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None) -> tuple[Any, str, dict[str, Any]] | None:
-    code = extract_code(solution_str)
+    code = PROTOCOL.extract(solution_str)
     if code is None:
         return None
     extra = extra_info or {}

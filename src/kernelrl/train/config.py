@@ -62,6 +62,9 @@ class TaskConfig(_Section):
     # torch_ops="allow" and records the time-based coverage; lazy_fraction of the SFT answers are lazy
     hybrid: bool = False
     lazy_fraction: float = Field(0.3, ge=0, le=1)
+    # tiny family: share of SFT answers that first compile their draft with a plain-text tool call
+    # (`kernelrl.agent.protocol`), so a policy calls tools from the start of RL with `rl.tools`
+    tool_fraction: float = Field(0.0, ge=0, le=1)
 
 
 class SFTConfig(_Section):
@@ -88,6 +91,11 @@ class RLConfig(_Section):
     # multi-turn: end an episode at its first correct turn (True), or run every episode to `turns` so
     # correct kernels keep being refined for speed (False: KernelGYM / Dr. Kernel)
     stop_at_first_correct: bool = True
+    # agentic RL: a response may end in a plain-text tool call (``<tool>compile</tool>``, verify, profile);
+    # the rollout runs it through the gym and appends its output (masked out of the loss), and the policy
+    # continues the same turn; at most `max_tool_calls` per turn
+    tools: bool = False
+    max_tool_calls: int = Field(2, ge=1)
     # PRIME's accuracy filter: drop prompts whose group accuracy (share of episodes solved) is outside
     # [low, high]; None: off
     accuracy_filter: tuple[float, float] | None = None

@@ -131,8 +131,8 @@ def self_inclusion_weights(rewards: torch.Tensor, prompt_ids: torch.Tensor, epis
 
 
 def _tensors(samples: list[Sample]) -> tuple[torch.Tensor, ...]:
-    roots: dict[str, int] = {}
-    episodes = [roots.setdefault(str(s.extras["request_id"]).split("#")[0], len(roots)) for s in samples]
+    roots: dict[tuple[int, int], int] = {}  # (group, episode): an episode's turns share it
+    episodes = [roots.setdefault((s.group, s.episode), len(roots)) for s in samples]
     return (torch.tensor([s.reward for s in samples], dtype=torch.float64), torch.tensor([s.group for s in samples]),
             torch.tensor(episodes), torch.tensor([s.turn for s in samples]))
 

@@ -14,18 +14,16 @@ from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
-from kernelrl.agent.extract import extract_code
-from kernelrl.agent.feedback import TokenCounter, approx_tokens, format_feedback
+from kernelrl.agent.feedback import TokenCounter, approx_tokens
 from kernelrl.agent.policies.local import fallback_chat_format
-from kernelrl.agent.prompts import PromptConfig, initial_messages
+from kernelrl.agent.prompts import PromptConfig
+from kernelrl.agent.protocol import AgentProtocol
 from kernelrl.evaluate import Candidate, EvalResult
 from kernelrl.tasks import load_solutions, load_tasks, resize, suite_path
 from kernelrl.tasks.task import Task
 from kernelrl.train.config import TaskConfig
 from kernelrl.train.model import encode_answer
 from kernelrl.train.task_family import NO_CODE, Pairs
-
-_SENTINEL = "\x00KERNELRL-RESPONSE\x00"
 
 
 def load_suite(spec: str, backend: str = "cpu") -> list[Task]:
@@ -54,6 +52,8 @@ class SuiteFamily:
             raise ValueError(f"suite has {len(tasks)} tasks after filtering; need more than task.n_heldout={n_heldout}")
         self.backend, self.feedback_mode, self.feedback_tokens = backend, feedback_mode, feedback_tokens
         self.prompt_config = PromptConfig(backend=backend, include_rules=prompt_rules)
+        self.protocol = AgentProtocol(prompt=self.prompt_config, feedback_mode=feedback_mode,
+                                      feedback_tokens=feedback_tokens)
         self.tasks = {t.id: t for t in tasks}
         ids = sorted(self.tasks)
         random.Random(seed).shuffle(ids)
@@ -86,7 +86,7 @@ class SuiteFamily:
         return self.tasks[item]  # type: ignore[index]
 
     def messages(self, item: Hashable) -> list[dict[str, str]]:
-        return initial_messages(self.task(item), self.prompt_config)
+        return self.protocol.opening(self.task(item))
 
     def tokenizer_corpus(self) -> list[str]:
         texts = [fallback_chat_format(self.messages(i)) for i in sorted(self.tasks)]
@@ -95,17 +95,11 @@ class SuiteFamily:
     def prompt_ids(self, tok: Any, item: Hashable) -> list[int]:
         key = (id(tok), item)
         if key not in self._prompts:
-            if getattr(tok, "chat_template", None):
-                text = tok.apply_chat_template(self.messages(item), tokenize=False, add_generation_prompt=True)
-                self._prompts[key] = tok.encode(text, add_special_tokens=False)
-            else:
-                bos = [tok.bos_token_id] if tok.bos_token_id is not None else []
-                self._prompts[key] = bos + tok.encode(fallback_chat_format(self.messages(item)),
-                                                      add_special_tokens=False)
+            self._prompts[key] = self.protocol.opening_ids(tok, self.task(item))
         return self._prompts[key]
 
     def candidate(self, item: Hashable, text: str) -> Candidate | None:
-        code = extract_code(text)
+        code = self.protocol.extract(text)
         return Candidate(code, self.backend) if code is not None and code.strip() else None
 
     def sft_pairs(self, tok: Any, items: list[Hashable], seed: int) -> Pairs:
@@ -115,19 +109,8 @@ class SuiteFamily:
 
     def feedback_text(self, result: EvalResult | None, count: TokenCounter = approx_tokens) -> str:
         """The agent's feedback on the gym's verdict (its own ``feedback`` text), within the token budget."""
-        data = None if result is None or NO_CODE in result.notes else result.to_dict()
-        return format_feedback(data, self.feedback_mode, self.feedback_tokens, count=count)
+        return self.protocol.feedback(None if result is None or NO_CODE in result.notes else result, count)
 
     def next_turn_ids(self, tok: Any, result: EvalResult | None, response_ids: list[int]) -> list[int]:
         text = self.feedback_text(result, count=lambda s: len(tok.encode(s, add_special_tokens=False)))
-        if getattr(tok, "chat_template", None):
-            convo = [{"role": "user", "content": "task"}, {"role": "assistant", "content": _SENTINEL},
-                     {"role": "user", "content": text}]
-            rendered = tok.apply_chat_template(convo, tokenize=False, add_generation_prompt=True)
-            ids = tok.encode(rendered.split(_SENTINEL, 1)[1], add_special_tokens=False)
-        else:
-            ids = tok.encode("\n" + fallback_chat_format([{"role": "user", "content": text}]),
-                             add_special_tokens=False)
-        if response_ids and ids and response_ids[-1] == ids[0]:  # the response already ended its turn
-            ids = ids[1:]
-        return ids
+        return self.protocol.next_turn_ids(tok, text, response_ids)

@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import random
 from collections.abc import Hashable
+from dataclasses import dataclass
 from typing import Any, Protocol, cast, runtime_checkable
 
+from kernelrl.agent.feedback import TokenCounter
+from kernelrl.agent.protocol import EpisodeProtocol, Verdict
+from kernelrl.agent.tools import ToolExecutor
 from kernelrl.evaluate import Candidate, EvalResult
 from kernelrl.evaluate.result import Status
+from kernelrl.rewards.kernel import compiled
 from kernelrl.tasks.task import Task
 from kernelrl.train import elementwise_chains as chains
 from kernelrl.train.config import TaskConfig
@@ -30,6 +35,8 @@ class TaskFamily(Protocol):
     name: str
     train_items: list[Hashable]
     heldout_items: list[Hashable]
+    protocol: EpisodeProtocol  # prompts, extraction, feedback, next turn and tool-call syntax
+    backend: str
 
     def task(self, item: Hashable) -> Task:
         """The gym `Task` of an item."""
@@ -65,6 +72,45 @@ def no_code_result(task: Task, backend: str) -> EvalResult:
     return EvalResult(Status.COMPILE_ERROR, task.id, backend, error="no code found in the answer", notes=[NO_CODE])
 
 
+@dataclass
+class TinyProtocol(EpisodeProtocol):
+    """The tiny model's episode protocol: chain prompts, C loop-body answers, one-line verdicts and
+    tool outputs (``<out>ok</out>``) short enough for a tiny model and context."""
+
+    output_open: str = "\n<out>"
+    output_close: str = "</out>"
+    hybrid: bool = False
+
+    def opening_ids(self, tok: Any, subject: Any) -> list[int]:
+        return encode_prompt(tok, chains.prompt_text(subject))
+
+    def answer(self, text: str) -> str:
+        """The loop body written after the last tool output (a call's draft is not the answer)."""
+        return self.last_segment(text)
+
+    def extract(self, text: str) -> str | None:
+        body = self.answer(text)
+        return chains.hybrid_candidate_source(body) if self.hybrid else chains.candidate_source(body)
+
+    def feedback(self, result: Verdict, count: TokenCounter | None = None) -> str:
+        """The gym's status only; a correct turn (refined further when episodes run to the turn limit)
+        also gets its speedup, rounded to 0.1."""
+        res = EvalResult.from_dict(result) if isinstance(result, dict) else result
+        status = str(res.status) if res is not None else "no_answer"
+        if res is not None and res.correct and res.speedup:
+            return f"\nresult: {status} {res.speedup:.1f}x\nfaster:"
+        return f"\nresult: {status}\nfix:"
+
+    def describe_tool(self, executor: ToolExecutor, name: str, code: str) -> tuple[str, EvalResult | None]:
+        """One word: ``ok`` / ``error`` for compile, the gym's status for verify and profile."""
+        _, result = executor.run(name, {"code": code})
+        if result is None:
+            return "error", None
+        if name == "compile":
+            return ("ok" if compiled(result) else "error"), result
+        return str(result.status), result
+
+
 class TinyFamily:
     """The tiny model's fused elementwise chains (`kernelrl.train.elementwise_chains`), answers are C
     loop bodies.
@@ -74,20 +120,24 @@ class TinyFamily:
     (one op in C, the rest in torch), so Dr. Kernel's lazy optimisation exists at the start of RL."""
 
     name = "tiny-elementwise"
+    backend = "cpu"
 
     def __init__(self, train: list[tuple[str, ...]], heldout: list[tuple[str, ...]], rows: int = 512,
-                 cols: int = 1024, *, hybrid: bool = False, lazy_fraction: float = 0.0) -> None:
+                 cols: int = 1024, *, hybrid: bool = False, lazy_fraction: float = 0.0,
+                 tool_fraction: float = 0.0) -> None:
         self.train_items: list[Hashable] = list(train)
         self.heldout_items: list[Hashable] = list(heldout)
         self.rows, self.cols = rows, cols
-        self.hybrid, self.lazy_fraction = hybrid, lazy_fraction
+        self.hybrid, self.lazy_fraction, self.tool_fraction = hybrid, lazy_fraction, tool_fraction
+        self.protocol = TinyProtocol(hybrid=hybrid)
         self._tasks: dict[Hashable, Task] = {}
 
     @classmethod
     def from_config(cls, cfg: TaskConfig, seed: int) -> TinyFamily:
         train, held = chains.split_chains(seed=seed, min_len=cfg.min_ops, max_len=cfg.max_ops, n_train=cfg.n_train,
                                         n_heldout=cfg.n_heldout)
-        return cls(train, held, cfg.rows, cfg.cols, hybrid=cfg.hybrid, lazy_fraction=cfg.lazy_fraction)
+        return cls(train, held, cfg.rows, cfg.cols, hybrid=cfg.hybrid, lazy_fraction=cfg.lazy_fraction,
+                   tool_fraction=cfg.tool_fraction)
 
     def task(self, item: Hashable) -> Task:
         if item not in self._tasks:
@@ -95,38 +145,50 @@ class TinyFamily:
         return self._tasks[item]
 
     def tokenizer_corpus(self) -> list[str]:
-        return chains.tokenizer_corpus(hybrid=self.hybrid)
+        corpus = chains.tokenizer_corpus(hybrid=self.hybrid)
+        if self.tool_fraction > 0:  # the tool syntax, often enough that calls and outputs are a few tokens each
+            p = self.protocol
+            corpus += [p.tool_text(t) + p.output_open + out + p.output_close
+                       for t in ("compile", "verify") for out in ("ok", "error")] * 100
+        return corpus
 
     def prompt_ids(self, tok: Any, item: Hashable) -> list[int]:
-        return encode_prompt(tok, chains.prompt_text(item))  # type: ignore[arg-type]
+        return self.protocol.opening_ids(tok, item)
 
     def candidate(self, item: Hashable, text: str) -> Candidate | None:
-        return Candidate(chains.hybrid_candidate_source(text) if self.hybrid else chains.candidate_source(text), "cpu")
+        source = self.protocol.extract(text)
+        return Candidate(source, self.backend) if source is not None else None
+
+    def _tool_answer(self, body: str, tool: str, output: str) -> str:
+        """An answer that drafts `body`, calls `tool` on it, reads `output`, then gives the final body."""
+        p = self.protocol
+        return f"{body}{p.tool_text(tool)}{p.output_open}{output}{p.output_close}{body}"
 
     def sft_pairs(self, tok: Any, items: list[Hashable], seed: int, per_item: int = 2) -> Pairs:
         """Generated solutions, each op's C form drawn at random (fast and slow ones); in hybrid mode a
-        `lazy_fraction` of them are lazy (`elementwise_chains.lazy_solution`)."""
+        `lazy_fraction` of them are lazy (`elementwise_chains.lazy_solution`); a `tool_fraction` of them
+        first compile their draft with a plain-text tool call (``<tool>compile</tool>``), read the
+        verdict ``ok`` and then give the body again, so a policy calls tools from the start of RL."""
         rng = random.Random(seed)
         lazy = random.Random(seed + 1)
+        tools = random.Random(seed + 2)
         pairs: Pairs = []
         for c in items:
             chain = cast(tuple[str, ...], c)
             for _ in range(per_item):
                 lazy_one = self.hybrid and lazy.random() < self.lazy_fraction
                 text = chains.lazy_solution(chain, rng) if lazy_one else chains.solution(chain, rng)
+                if self.tool_fraction > 0 and tools.random() < self.tool_fraction:
+                    text = self._tool_answer(text, "compile", "ok")
                 pairs.append((self.prompt_ids(tok, c), encode_answer(tok, text)))
         return pairs
 
     def feedback_text(self, result: EvalResult | None) -> str:
-        """The gym's status only, short enough for a tiny model; a correct turn (refined further when
-        episodes run to the turn limit) also gets its speedup, rounded to 0.1."""
-        status = str(result.status) if result is not None else "no_answer"
-        if result is not None and result.correct and result.speedup:
-            return f"\nresult: {status} {result.speedup:.1f}x\nfaster:"
-        return f"\nresult: {status}\nfix:"
+        """The protocol's short verdict (`TinyProtocol.feedback`)."""
+        return self.protocol.feedback(result)
 
     def next_turn_ids(self, tok: Any, result: EvalResult | None, response_ids: list[int]) -> list[int]:
-        return tok.encode(self.feedback_text(result), add_special_tokens=False)
+        return self.protocol.next_turn_ids(tok, self.feedback_text(result), response_ids)
 
 
 def make_family(cfg: TaskConfig, seed: int) -> TaskFamily:

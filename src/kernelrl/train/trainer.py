@@ -65,11 +65,20 @@ def _stack(samples: list[Sample], key: str) -> torch.Tensor:
     return torch.tensor([getattr(s, key) for s in samples])
 
 
+def model_token_mask(samples: list[Sample], width: int) -> torch.Tensor:
+    """``[N, width]`` bool: True at each response token the policy wrote (tool outputs and padding False)."""
+    out = torch.zeros(len(samples), width, dtype=torch.bool)
+    for i, s in enumerate(samples):
+        m = s.model_mask()[:width]
+        out[i, : len(m)] = torch.tensor(m, dtype=torch.bool)
+    return out
+
+
 class Advantages(NamedTuple):
     """One update's advantages and loss mask over the N samples that survived dynamic sampling.
 
     ``samples``: the N rows; ``advantages [N, T]`` computed with every row present (PRS-rejected ones
-    included); ``mask [N, T]``: response tokens; ``loss_rows [N]`` bool: rows that enter the policy
+    included); ``mask [N, T]``: the policy's response tokens (tool outputs are not); ``loss_rows [N]`` bool: rows that enter the policy
     loss (false: rejected by PRS); ``metrics``: kept fractions (and PRIME's PRM metrics); with a critic
     (``gae``) ``values [N, T]`` (the rollout's, before any update) and ``returns [N, T]`` (its targets).
     """
@@ -113,7 +122,8 @@ class RLTrainer:
         self.rollout = Rollout(self.engine, tok, cache, items, group_size=cfg.group_size,
                                prompts_per_step=cfg.prompts_per_step, params=sp, mode=cfg.rollout,
                                concurrency=cfg.concurrency, turns=cfg.turns, seed=seed, cursor=cursor,
-                               stop_at_first_correct=cfg.stop_at_first_correct)
+                               stop_at_first_correct=cfg.stop_at_first_correct, tools=cfg.tools,
+                               max_tool_calls=cfg.max_tool_calls)
         self.step_count = 0
         self.mismatch_specs = cfg.mismatch_specs()
         for name, _ in self.mismatch_specs:
@@ -122,9 +132,11 @@ class RLTrainer:
     # ----------------------------------------------------------------- one update
 
     def _logprobs(self, model: Any, samples: list[Sample], grad: bool, entropy: bool = False) -> tuple[Any, Any, Any]:
+        """Log-probs, entropies and the mask of the policy's own response tokens (tool outputs masked)."""
         with torch.set_grad_enabled(grad):
-            return response_logprobs(model, [s.prompt_ids for s in samples], [s.response_ids for s in samples],
-                                     pad_id=self.pad, with_entropy=entropy)
+            lp, ent, mask = response_logprobs(model, [s.prompt_ids for s in samples], [s.response_ids for s in samples],
+                                              pad_id=self.pad, with_entropy=entropy)
+        return lp, ent, mask & model_token_mask(samples, mask.shape[1]).to(mask.device)
 
     def _chunks(self, n: int) -> list[list[int]]:
         m = self.cfg.micro_batch_size
@@ -154,6 +166,8 @@ class RLTrainer:
         metrics.update(self._coverage_metrics(samples))
         metrics["reward/mean"] = sum(s.reward for s in samples) / max(1, len(samples))
         metrics["response_length"] = sum(len(s.response_ids) for s in samples) / max(1, len(samples))
+        if self.cfg.tools:
+            metrics["rollout/tool_turn_fraction"] = sum(s.tool_calls > 0 for s in samples) / max(1, len(samples))
         metrics["eval/cache_hits"] = float(self.rollout.cache.hits)
         t1 = time.perf_counter()
         metrics.update(self._update(samples))
@@ -241,14 +255,15 @@ class RLTrainer:
             metrics["accuracy_filter/dropped_fraction"] = acc.count(False) / n
         if cfg.prs != "off":
             metrics["prs/rejected_fraction"] = prs.count(False) / n
-        _, mask = pad_responses([s.response_ids for s in rows], self.pad)
+        _, resp = pad_responses([s.response_ids for s in rows], self.pad)
+        mask = resp & model_token_mask(rows, resp.shape[1])  # tool-output tokens: context, not actions
         rewards = _stack(rows, "reward").float()
         if self.critic is not None and rows:  # values and targets also when no row enters the policy loss
-            values = self.critic.values(rows, mask.shape[1])
-            adv, returns = episode_gae(list(self._episodes(rows).values()), rewards, values, mask,
+            values = self.critic.values(rows, mask.shape[1])  # GAE runs over whole responses (left-aligned)
+            adv, returns = episode_gae(list(self._episodes(rows).values()), rewards, values, resp,
                                        gamma=cfg.gamma, lam=cfg.gae_lambda)
-            return Advantages(rows, adv if bool(loss_rows.any()) else torch.zeros(mask.shape), mask, loss_rows,
-                              metrics, values, returns)
+            adv = adv * mask if bool(loss_rows.any()) else torch.zeros(mask.shape)
+            return Advantages(rows, adv, mask, loss_rows, metrics, values, returns)
         if not bool(loss_rows.any()):
             return Advantages(rows, torch.zeros(mask.shape), mask, loss_rows, metrics)
         # TRLOO keys its groups by (prompt, turn) itself; the others get (prompt, turn) groups here
@@ -364,12 +379,8 @@ class RLTrainer:
 
     @staticmethod
     def _episode_ids(samples: list[Sample]) -> torch.Tensor:
-        ids: dict[str, int] = {}
-        out = []
-        for s in samples:
-            root = str(s.extras.get("request_id", s.episode)).split("#")[0]
-            out.append(ids.setdefault(root, len(ids)))
-        return torch.tensor(out)
+        ids: dict[tuple[int, int], int] = {}  # (group, episode): later turns keep their episode's key
+        return torch.tensor([ids.setdefault((s.group, s.episode), len(ids)) for s in samples])
 
     def _prime_update(self, rows: list[Sample], mask: torch.Tensor,
                       train: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
