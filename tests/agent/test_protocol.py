@@ -26,8 +26,7 @@ def test_bench_and_trainer_read_an_episode_the_same_way(pool: EvalPool) -> None:
     assert family.messages(task.id) == turn.messages[:2]  # the opening prompt
     candidate = family.candidate(task.id, response)
     assert candidate is not None and candidate.source == turn.code
-    verdict = EvalResult.from_dict(turn.result)
-    assert family.feedback_text(verdict) == turn.feedback
+    assert family.feedback_text(turn.result) == turn.feedback
     assert "takes 4 arguments" in turn.feedback
 
 
