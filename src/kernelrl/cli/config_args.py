@@ -6,6 +6,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+# `kernelrl.train.config.PRESET_DIR`, found without importing the trainer (`kernelrl --help` stays fast)
+TRAIN_PRESET_DIR = Path(__file__).resolve().parents[1] / "train" / "presets"
+
+
+def train_presets() -> list[str]:
+    return sorted(p.stem for p in TRAIN_PRESET_DIR.glob("*.yaml"))
 
 
 def add_config_arguments(p: argparse.ArgumentParser, config_help: str = "YAML/JSON config file",
