@@ -124,15 +124,15 @@ def read_file(path: str | Path) -> dict[str, Any]:
     try:
         text = p.read_text()
     except OSError as exc:
-        raise ConfigError([f"cannot read {p}: {exc.strerror or exc}"], "config file") from None
+        raise ConfigError([f"cannot read {p}: {exc.strerror or exc}"], "config") from None
     try:
         data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        raise ConfigError([f"{p}: cannot parse: {exc}"], "config file") from None
+        raise ConfigError([f"{p}: cannot parse: {exc}"], "config") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError([f"{p}: a config file must hold a mapping, got {type(data).__name__}"], "config file")
+        raise ConfigError([f"{p}: a config file must hold a mapping, got {type(data).__name__}"], "config")
     return data
 
 
@@ -143,16 +143,16 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         key, sep, raw = item.partition("=")
         key = key.strip()
         if not sep or not key or any(not k for k in key.split(".")):
-            raise ConfigError([f"override {item!r} is not of the form key.sub=value"], "override")
+            raise ConfigError([f"override {item!r} is not of the form key.sub=value"], "config")
         try:
             value = yaml.safe_load(raw)
         except yaml.YAMLError as exc:
-            raise ConfigError([f"{key}: cannot parse {raw!r}: {exc}"], "override") from None
+            raise ConfigError([f"{key}: cannot parse {raw!r}: {exc}"], "config") from None
         node = out
         for k in key.split(".")[:-1]:
             node = node.setdefault(k, {})
             if not isinstance(node, dict):
-                raise ConfigError([f"{key}: {k!r} is set to a value and also used as a section"], "override")
+                raise ConfigError([f"{key}: {k!r} is set to a value and also used as a section"], "config")
         node[key.split(".")[-1]] = value
     return out
 
@@ -179,7 +179,7 @@ def preset_data(name: str, presets: Presets) -> dict[str, Any]:
             return read_file(file)
     elif name in presets:
         return merge({}, presets[name])
-    raise ConfigError([f"preset: unknown preset {name!r}; known: {', '.join(preset_names(presets))}"], "preset")
+    raise ConfigError([f"preset: unknown preset {name!r}; known: {', '.join(preset_names(presets))}"], "config")
 
 
 def gather(preset: str | None = None, path: str | Path | None = None, overrides: list[str] | None = None,
@@ -188,7 +188,7 @@ def gather(preset: str | None = None, path: str | Path | None = None, overrides:
     data: dict[str, Any] = {}
     if preset is not None:
         if presets is None:
-            raise ConfigError([f"preset: this config has no presets (got {preset!r})"], "preset")
+            raise ConfigError([f"preset: this config has no presets (got {preset!r})"], "config")
         data = preset_data(preset, presets)
     if path is not None:
         data = merge(data, read_file(path))
