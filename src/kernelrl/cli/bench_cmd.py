@@ -105,6 +105,16 @@ def bench_config(args: argparse.Namespace) -> Any:
     return validate(BenchConfig, data, "bench config")
 
 
+def _check_policy_name(name: str) -> None:
+    """The policy registry knows `name` (checked with the config, before any work)."""
+    import kernelrl.agent.policies  # noqa: F401  (registers the built-in policies)
+    from kernelrl.agent.policies.base import POLICIES
+    from kernelrl.config import ConfigError
+
+    if name not in POLICIES:
+        raise ConfigError([f"policy: unknown policy {name!r}; known: {', '.join(POLICIES)}"], "bench config")
+
+
 def build_policy(args: argparse.Namespace) -> Any:
     import os
 
@@ -142,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         config = bench_config(args)
+        _check_policy_name(args.policy)
     except ConfigError as exc:
         return config_error("bench", exc)
     if args.print_config:
