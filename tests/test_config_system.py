@@ -125,6 +125,7 @@ def test_cli_print_config_applies_set_and_flags(capsys: pytest.CaptureFixture[st
     (["serve", "--db", "{out}/s.sqlite", "--set", "eval.timing_trials=0"],
      "eval.timing_trials: must be greater than or equal to 1"),
     (["train", "--preset", "smoke", "--out", "{out}", "--set", "rl.reward=nope"], "rl.reward: unknown reward 'nope'"),
+    (["eval", "--set", "timeouts.build=0", "--trials", "0"], "timeouts.build: must be greater than 0 (got 0)"),
 ])
 def test_cli_bad_override_exits_before_any_work(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
                                                 message: str) -> None:
