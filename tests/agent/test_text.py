@@ -15,6 +15,7 @@ from kernelrl.agent import (
     truncate_to_tokens,
 )
 from kernelrl.agent.feedback import approx_tokens
+from kernelrl.config import ConfigError
 from tests.agent.helpers import relu_task
 
 MODEL = "import torch\nclass ModelNew(torch.nn.Module):\n    pass\n"
@@ -80,8 +81,8 @@ def test_backend_specific_prompts() -> None:
     assert "load_cuda" in task_prompt(task, PromptConfig(backend="cuda"))
     assert "`verify`" in task_prompt(task, PromptConfig(tools=True))
     assert "nl.tile_size.pmax" in task_prompt(task, PromptConfig(backend="nki"))
-    with pytest.raises(ValueError, match="no prompt template"):
-        task_prompt(task, PromptConfig(backend="tpu"))
+    with pytest.raises(ConfigError, match=r"backend: must be 'cpu', 'triton', 'cuda' or 'nki' \(got 'tpu'\)"):
+        PromptConfig(backend="tpu")  # refused by the config itself, before any prompt is built
 
 
 RESULT = {

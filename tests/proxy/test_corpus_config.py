@@ -66,7 +66,7 @@ def test_presets_validate_and_overrides_apply(tmp_path: Path) -> None:
     ("overrides", "message"),
     [
         (["arms=[bytes, zstd]"], "unknown compressor 'zstd'"),
-        (["arms=[]"], "arms is empty"),
+        (["arms=[]"], "arms: is empty"),
         (["train.seq_len=128"], "max_len=64 < train.seq_len=128"),
         (["mix.p_compressed=1.5"], "p_compressed"),
         (["nonsense=1"], "nonsense"),

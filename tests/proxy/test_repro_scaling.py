@@ -66,7 +66,7 @@ def test_trend_reads_the_direction_of_a_gap() -> None:
 def test_bad_repro_config_names_the_problem() -> None:
     with pytest.raises(ValueError, match="must include the byte-only arm"):
         repro_config(True, ["arms=[gzip]"])
-    with pytest.raises(ValueError, match="sizes has duplicates"):
+    with pytest.raises(ValueError, match="sizes: has duplicates"):
         repro_config(True, ["sizes=[{d_model: 16, n_layers: 1, n_heads: 2}, {d_model: 16, n_layers: 1, n_heads: 2}]"])
     with pytest.raises(ValueError, match="even size"):
         repro_config(True, ["sizes=[{d_model: 16, n_layers: 1, n_heads: 3}]"])

@@ -95,7 +95,7 @@ def test_batch_submission(client: ServeClient) -> None:
         ("unknown_backend", 422, "unknown backend 'tpu'"),
         ("invalid_task", 422, "not a KernelBench-format task"),
         ("both_tasks", 422, "exactly one of"),
-        ("bad_config", 422, "unknown EvalConfig fields: bogus"),
+        ("bad_config", 422, "bogus: unknown key"),
         ("batch_bad_item", 404, "jobs[1]: unknown task id"),
         ("missing_auth", 401, "missing auth"),
         ("wrong_auth", 403, "invalid auth token"),

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from pydantic import ValidationError
 from safetensors.torch import load_file
 
 from kernelrl.cli import build_parser, main
 from kernelrl.cli.distill_cmd import config as distill_config
+from kernelrl.config import ConfigError
 from kernelrl.evaluate import EvalPool
 from kernelrl.train.config import DistillConfig, TrainConfig, load_config
 from kernelrl.train.distill import build_student, kl_to_teacher, opd_step
@@ -95,7 +95,7 @@ def test_topk_update_moves_the_student_toward_the_teacher(smoke_cfg: TrainConfig
     (["eval.measure_timing=false", "rl.reward=speedup"], "eval.measure_timing"),
 ])
 def test_config_errors_name_the_field(overrides: list[str], field: str) -> None:
-    with pytest.raises(ValidationError, match=field.replace(".", r"\.")):
+    with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
         load_config("smoke", overrides=overrides)
 
 

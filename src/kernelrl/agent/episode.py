@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
 
 from kernelrl.agent.feedback import TokenCounter, approx_tokens
 from kernelrl.agent.policies.base import Policy, PolicyError, RequestContext
@@ -13,6 +14,7 @@ from kernelrl.agent.prompts import PromptConfig
 from kernelrl.agent.protocol import AgentProtocol, EpisodeProtocol
 from kernelrl.agent.records import Trajectory, Turn, Usage
 from kernelrl.agent.tools import TOOL_SCHEMAS, ToolExecutor
+from kernelrl.config import ConfigModel
 from kernelrl.evaluate.candidate import Candidate
 from kernelrl.evaluate.config import EvalConfig
 from kernelrl.evaluate.pool import EvalPool
@@ -33,31 +35,24 @@ def default_reward(result: EvalResult | dict[str, Any] | None, name: str = DEFAU
     return float(get_reward(name, **options)(result))
 
 
-@dataclass
-class EpisodeConfig:
+class EpisodeConfig(ConfigModel):
     """How an episode runs: turns, history, feedback format and budget, early stop, tools."""
 
-    max_turns: int = 1
-    history: str = "all"  # all: the whole conversation; last: first prompt + last answer + its feedback
-    feedback_mode: str = "text"  # text | json
-    feedback_tokens: int = 512
-    target_speedup: float | None = None  # stop once a correct kernel reaches this speedup
+    max_turns: int = Field(1, ge=1)
+    history: Literal[HISTORY_MODES] = "all"  # all: the whole conversation; last: first prompt + last answer + its feedback
+    feedback_mode: Literal["text", "json"] = "text"
+    feedback_tokens: int = Field(512, ge=1)
+    target_speedup: float | None = Field(None, ge=0)  # stop once a correct kernel reaches this speedup
     tools: bool = False  # expose compile/verify/profile as tools the model calls itself
-    max_tool_calls: int = 8  # per turn
+    max_tool_calls: int = Field(8, ge=0)  # per turn
     seed: int = 0
-    prompt: PromptConfig = field(default_factory=PromptConfig)
+    prompt: PromptConfig = Field(default_factory=PromptConfig)
 
-    def __post_init__(self) -> None:
-        if isinstance(self.prompt, dict):
-            self.prompt = PromptConfig(**self.prompt)
-        if self.max_turns < 1:
-            raise ValueError("max_turns must be >= 1")
-        if self.history not in HISTORY_MODES:
-            raise ValueError(f"history must be one of {HISTORY_MODES}, got {self.history!r}")
-        self.prompt.tools = self.tools
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    @model_validator(mode="after")
+    def _prompt_offers_tools(self) -> EpisodeConfig:
+        if self.prompt.tools != self.tools:
+            self.prompt.tools = self.tools
+        return self
 
 
 def episode_protocol(config: EpisodeConfig, count_tokens: TokenCounter = approx_tokens) -> AgentProtocol:

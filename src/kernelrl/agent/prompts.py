@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Literal
 
+from kernelrl.backend_names import BACKEND_NAMES
+from kernelrl.config import ConfigModel
 from kernelrl.nki.prompt import NKI_RULES
 from kernelrl.tasks.task import Task
 
@@ -84,11 +86,10 @@ as often as you like with the complete module as `code`. When done, answer with 
 one ```python fenced block."""
 
 
-@dataclass
-class PromptConfig:
+class PromptConfig(ConfigModel):
     """What goes into the first prompt."""
 
-    backend: str = "cpu"
+    backend: Literal[BACKEND_NAMES] = "cpu"
     system_prompt: str = SYSTEM_PROMPT
     include_rules: bool = True
     tools: bool = False

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import Any
 
 from kernelrl.agent.feedback import TokenCounter, approx_tokens, compact_result, truncate_to_tokens
@@ -51,9 +50,9 @@ class ToolExecutor:
 
     def config_for(self, tool: str) -> EvalConfig:
         if tool == "compile":
-            return replace(self.config, correctness_trials=1, measure_timing=False)
+            return self.config.replace(correctness_trials=1, measure_timing=False)
         if tool == "verify":
-            return replace(self.config, measure_timing=False)
+            return self.config.replace(measure_timing=False)
         return self.config
 
     def run(self, tool: str, arguments: dict[str, Any]) -> tuple[str, EvalResult | None]:

@@ -5,15 +5,17 @@ from __future__ import annotations
 import queue
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from kernelrl.agent.episode import EpisodeConfig, run_episode
 from kernelrl.agent.policies.base import Policy
-from kernelrl.agent.prompts import PromptConfig
 from kernelrl.agent.records import Trajectory
 from kernelrl.bench.store import RunStore
+from kernelrl.config import ConfigModel, load
 from kernelrl.evaluate.config import EvalConfig
 from kernelrl.evaluate.pool import EvalPool
 from kernelrl.tasks.task import Task
@@ -26,54 +28,21 @@ class ResumeMismatch(ValueError):
     """The output directory holds a run with different settings."""
 
 
-@dataclass
-class BenchConfig:
-    """One benchmark run: how many samples per task, the episode settings, the evaluation settings."""
+class BenchConfig(ConfigModel):
+    """One benchmark run: how many samples per task, the episode settings, the evaluation settings.
 
-    samples: int = 1
-    episode: EpisodeConfig = field(default_factory=EpisodeConfig)
-    eval: EvalConfig = field(default_factory=EvalConfig)
-    concurrency: int = 8  # episodes in flight (the pool and the policy bound the real parallelism)
+    Loads like every config (`kernelrl.config.load`): a YAML/JSON file, then dotted overrides."""
+
+    samples: int = Field(1, ge=1)
+    episode: EpisodeConfig = Field(default_factory=EpisodeConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    concurrency: int = Field(8, ge=1)  # episodes in flight (the pool and the policy bound the real parallelism)
     suite: str = ""
 
-    def __post_init__(self) -> None:
-        if self.samples < 1:
-            raise ValueError("samples must be >= 1")
-        if isinstance(self.episode, dict):
-            self.episode = EpisodeConfig(**self.episode)
-        if isinstance(self.eval, dict):
-            self.eval = EvalConfig.from_dict(self.eval)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"samples": self.samples, "episode": self.episode.to_dict(), "eval": self.eval.to_dict(),
-                "concurrency": self.concurrency, "suite": self.suite}
-
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> BenchConfig:
-        """Validated config from plain data (e.g. YAML); unknown keys are errors."""
-        unknown = set(data) - set(cls.__dataclass_fields__)
-        episode = dict(data.get("episode") or {})
-        unknown |= {f"episode.{k}" for k in set(episode) - set(EpisodeConfig.__dataclass_fields__)}
-        prompt = episode.get("prompt") or {}
-        unknown |= {f"episode.prompt.{k}" for k in set(prompt) - set(PromptConfig.__dataclass_fields__)}
-        if unknown:
-            raise ValueError(f"unknown bench config keys: {', '.join(sorted(unknown))}")
-        if prompt:
-            episode["prompt"] = PromptConfig(**prompt)
-        return cls(**{**data, "episode": EpisodeConfig(**episode), "eval": EvalConfig.from_dict(data.get("eval") or {})})
-
-    @classmethod
-    def from_file(cls, path: str | Path) -> BenchConfig:
-        """Load a YAML (or JSON) bench config."""
-        import yaml
-
-        try:
-            data = yaml.safe_load(Path(path).read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise ValueError(f"{path}: cannot parse: {exc}") from None
-        if not isinstance(data, dict):
-            raise ValueError(f"{path}: a bench config must be a mapping")
-        return cls.from_dict(data)
+    def from_file(cls, path: str | Path, overrides: list[str] | None = None) -> BenchConfig:
+        """Load a YAML (or JSON) bench config, then `overrides` (``episode.max_turns=2``)."""
+        return load(cls, path=path, overrides=overrides, source="bench config")
 
 
 @dataclass

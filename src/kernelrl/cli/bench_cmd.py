@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from kernelrl.backend_names import BACKEND_NAMES
+from kernelrl.cli.config_args import add_config_arguments, config_error
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmark a policy on a task suite", description=__doc__)
-    p.add_argument("--suite", help="task file, directory (KernelBench layout) or JSONL dataset")
+    p.add_argument("--suite", help="task file, directory (KernelBench layout) or JSONL dataset (default: the "
+                                   "config's suite)")
     p.add_argument("--policy", default="scripted",
                    help="openai | transformers | scripted | nki-draft (scripted NKI author: first drafts with typical "
                         "NKI mistakes, fixed from the gym's feedback; --backend nki, tasks with a shipped NKI kernel)")
@@ -28,7 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-batch", type=int, default=8, help="transformers: requests generated together")
     p.add_argument("--retries", type=int, default=4, help="retries per request (exponential backoff)")
     p.add_argument("--request-timeout", type=float, default=300.0, help="seconds per request")
-    p.add_argument("--config", help="bench config (YAML); the flags below override it")
+    add_config_arguments(p, "bench config (YAML/JSON: samples, episode, eval, concurrency); --set and the flags "
+                            "below override it")
     p.add_argument("--samples", type=int, help="episodes per task (K for pass@k; default 1)")
     p.add_argument("--turns", type=int, help="maximum turns per episode (default 1)")
     p.add_argument("--history", choices=["all", "last"], help="conversation kept between turns (default all)")
@@ -85,20 +88,31 @@ OVERRIDES = {
 
 
 def bench_config(args: argparse.Namespace) -> Any:
-    """The run's config: defaults, then --config, then explicit flags."""
+    """The run's config: defaults, then --config, then --set overrides, then explicit flags; validated once."""
     from kernelrl.bench import BenchConfig
+    from kernelrl.config import gather, merge, validate
 
-    base = BenchConfig.from_file(args.config) if args.config else BenchConfig()
-    data = base.to_dict()
+    data = gather(path=args.config, overrides=list(getattr(args, "set", []) or []))
     for flag, (path, key) in OVERRIDES.items():
         value = getattr(args, flag)
         if value is not None:
-            section = data
-            for part in path:
-                section = section[part]
-            section[key] = value
-    data["suite"] = str(args.suite)
-    return BenchConfig.from_dict(data)
+            section: dict[str, Any] = {key: value}
+            for part in reversed(path):
+                section = {part: section}
+            data = merge(data, section)
+    if args.suite:
+        data["suite"] = str(args.suite)
+    return validate(BenchConfig, data, "bench config")
+
+
+def _check_policy_name(name: str) -> None:
+    """The policy registry knows `name` (checked with the config, before any work)."""
+    import kernelrl.agent.policies  # noqa: F401  (registers the built-in policies)
+    from kernelrl.agent.policies.base import POLICIES
+    from kernelrl.config import ConfigError
+
+    if name not in POLICIES:
+        raise ConfigError([f"policy: unknown policy {name!r}; known: {', '.join(POLICIES)}"], "bench config")
 
 
 def build_policy(args: argparse.Namespace) -> Any:
@@ -133,14 +147,23 @@ def build_policy(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from kernelrl.bench import ResumeMismatch, run_bench, write_report
+    from kernelrl.config import ConfigError
     from kernelrl.tasks import TaskError, load_tasks
 
-    if not args.suite:
+    try:
+        config = bench_config(args)
+        _check_policy_name(args.policy)
+    except ConfigError as exc:
+        return config_error("bench", exc)
+    if args.print_config:
+        print(config.to_yaml(), end="")
+        return 0
+    suite = args.suite or config.suite  # the flag, or the config's `suite`
+    if not suite:
         print("error: --suite is required (or use an action: compare, report, export)", file=sys.stderr)
         return 2
     try:
-        tasks = load_tasks(args.suite, max_bytes=int(args.max_mb * 2**20) if args.max_mb else None)
-        config = bench_config(args)
+        tasks = load_tasks(suite, max_bytes=int(args.max_mb * 2**20) if args.max_mb else None)
         policy = build_policy(args)
     except (TaskError, ValueError, FileNotFoundError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -160,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"ran {result.ran} episode(s), skipped {result.skipped} already finished"
           + (f", {result.errors} failed with errors (not recorded; run again to retry)" if result.errors else ""),
           file=sys.stderr)
-    summary = write_report(result.trajectories, result.directory, title=f"kernelrl bench: {policy.name} on {args.suite}")
+    summary = write_report(result.trajectories, result.directory, title=f"kernelrl bench: {policy.name} on {suite}")
     print_summary(summary, result.directory)
     return 130 if result.interrupted else 0
 

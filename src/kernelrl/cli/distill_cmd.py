@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING
+
+from kernelrl.cli.config_args import add_config_arguments, config_error, train_presets
 
 if TYPE_CHECKING:
     from kernelrl.train.config import TrainConfig
@@ -12,7 +15,7 @@ if TYPE_CHECKING:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("distill", help="Direct-OPD distillation from a teacher pair (--preset tiny-cpu)",
                        description=__doc__)
-    p.add_argument("--preset", default="tiny-cpu")
+    add_config_arguments(p, "YAML/JSON config file (instead of a preset)", train_presets(), "tiny-cpu")
     p.add_argument("--out", default=None)
     p.add_argument("--student-from", default=None, metavar="RUN",
                    help="start the student from an earlier run's distilled student (or a train run's final policy): "
@@ -22,18 +25,28 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def config(args: argparse.Namespace) -> TrainConfig:
-    """The run's config: the preset, the `key=value` overrides, then ``--out`` and ``--student-from``."""
+    """The run's config: the preset (or ``--config``), the `key=value` overrides, then ``--out`` and
+    ``--student-from``."""
     from kernelrl.train.config import load_config
 
-    overrides = list(args.overrides) + ([f"out_dir={args.out}"] if args.out else [])
+    overrides = list(getattr(args, "set", []) or []) + list(args.overrides)
+    overrides += [f"out_dir={args.out}"] if args.out else []
     overrides += [f"distill.student_from={args.student_from}"] if args.student_from else []
-    return load_config(args.preset, None, overrides)
+    return load_config(None if getattr(args, "config", None) else args.preset, getattr(args, "config", None), overrides)
 
 
 def run(args: argparse.Namespace) -> int:
+    from kernelrl.config import ConfigError
+
+    try:
+        cfg = config(args)
+    except ConfigError as exc:
+        return config_error("distill", exc)
+    if args.print_config:
+        sys.stdout.write(cfg.to_yaml())
+        return 0
     from kernelrl.train.distill import run_distill
 
-    cfg = config(args)
     summary = run_distill(cfg)
     print(summary["verdict"])
     t = summary["times"]

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from kernelrl.backend_names import BACKEND_NAMES
+from kernelrl.cli.config_args import add_config_arguments, config_error
 from kernelrl.tasks.examples import example_path
+
+if TYPE_CHECKING:
+    from kernelrl.evaluate import EvalConfig
 
 DEFAULT_TASK = "scale_bias_relu.py"
 DEFAULT_CANDIDATE = "scale_bias_relu_cpu.py"
@@ -28,22 +33,42 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--candidate", help="candidate file defining ModelNew; default: the shipped example kernel")
     p.add_argument("--backend", choices=BACKEND_NAMES, default="cpu")
     p.add_argument("--json", action="store_true", help="print the full EvalResult as JSON")
-    p.add_argument("--trials", type=int, default=5, help="correctness trials")
-    p.add_argument("--timing-trials", type=int, default=20)
-    p.add_argument("--no-timing", action="store_true")
-    p.add_argument("--compile-baseline", action="store_true", help="also time torch.compile(reference)")
-    p.add_argument("--threads", type=int, default=1, help="CPU threads for the evaluated process")
+    p.add_argument("--trials", type=int, help="correctness trials (default 5)")
+    p.add_argument("--timing-trials", type=int, help="timing trials (default 20)")
+    p.add_argument("--no-timing", action="store_true", default=None)
+    p.add_argument("--compile-baseline", action="store_true", default=None, help="also time torch.compile(reference)")
+    p.add_argument("--threads", type=int, help="CPU threads for the evaluated process (default 1)")
+    add_config_arguments(p, "EvalConfig file (YAML/JSON); --set and the flags above override it")
     p.add_argument("--size", action="append", default=[], metavar="NAME=N", help="override a size constant")
     p.add_argument("--scale", type=float, help="scale every size constant of the task by this factor")
     p.add_argument("--max-mb", type=float, help="shrink the task's sizes until it fits this many MB")
     p.set_defaults(handler=run)
 
 
+def eval_config(args: argparse.Namespace) -> EvalConfig:
+    """The gym config: --config, then --set, then the flags given; validated once."""
+    from kernelrl.config import gather, merge, validate
+    from kernelrl.evaluate import EvalConfig
+
+    flags = {"correctness_trials": args.trials, "timing_trials": args.timing_trials, "num_threads": args.threads,
+             "measure_timing": False if args.no_timing else None, "compile_baseline": args.compile_baseline}
+    data = merge(gather(path=args.config, overrides=args.set), {k: v for k, v in flags.items() if v is not None})
+    return validate(EvalConfig, data, "eval config")
+
+
 def run(args: argparse.Namespace) -> int:
-    from kernelrl.evaluate import Candidate, EvalConfig, EvalPool
+    from kernelrl.config import ConfigError
+    from kernelrl.evaluate import Candidate, EvalPool
     from kernelrl.evaluate.render import print_result
     from kernelrl.tasks import TaskError, load_tasks
 
+    try:
+        config = eval_config(args)
+    except ConfigError as exc:
+        return config_error("eval", exc)
+    if args.print_config:
+        sys.stdout.write(config.to_yaml())
+        return 0
     task_path = args.task or example_path(DEFAULT_TASK)
     candidate_path = args.candidate or (example_path(DEFAULT_CANDIDATE) if not args.task else None)
     if candidate_path is None:
@@ -57,13 +82,6 @@ def run(args: argparse.Namespace) -> int:
             max_bytes=int(args.max_mb * 2**20) if args.max_mb else None,
         )
         candidate = Candidate.from_file(candidate_path, backend=args.backend)
-        config = EvalConfig(
-            correctness_trials=args.trials,
-            timing_trials=args.timing_trials,
-            measure_timing=not args.no_timing,
-            compile_baseline=args.compile_baseline,
-            num_threads=args.threads,
-        )
     except (TaskError, FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -7,28 +7,34 @@ import sys
 import time
 from pathlib import Path
 
+from kernelrl.cli.config_args import add_config_arguments, config_error
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser("proxy", help="proxy compression: byte-level LMs trained on compressed views")
     sub = parser.add_subparsers(dest="proxy_command", metavar="SUBCOMMAND")
     parser.set_defaults(handler=lambda _args: parser.print_help() or 2)
     run = sub.add_parser("run", help="train the byte-only baseline and proxy arms at equal compute")
-    run.add_argument("--preset", default="tiny-cpu", help="smoke (seconds) or tiny-cpu (about 8 CPU-minutes; 17 min measured on a busy shared 2-core box)")
-    run.add_argument("--config", help="YAML file laid over the preset")
-    run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override, e.g. train.lr=1e-3")
+    # presets: smoke (seconds) or tiny-cpu (about 8 CPU-minutes; 17 min measured on a busy shared 2-core box)
+    add_config_arguments(run, "YAML/JSON file laid over the preset", ["smoke", "tiny-cpu"], "tiny-cpu")
+    run.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="overrides like --set, e.g. train.lr=1e-3")
     run.add_argument("--out", help="output folder (default runs/proxy/<preset>-<time>)")
     run.set_defaults(handler=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
+    from kernelrl.config import ConfigError
     from kernelrl.proxy.config import build_config
-    from kernelrl.proxy.experiment import run_experiment
 
     try:
-        cfg = build_config(args.preset, args.config, args.set)
-    except (ValueError, FileNotFoundError) as err:
-        print(f"kernelrl proxy run: {err}", file=sys.stderr)
-        return 2
+        cfg = build_config(args.preset, args.config, [*args.set, *args.overrides])
+    except ConfigError as err:
+        return config_error("proxy run", err)
+    if args.print_config:
+        sys.stdout.write(cfg.to_yaml())
+        return 0
+    from kernelrl.proxy.experiment import run_experiment
+
     out = Path(args.out or f"runs/proxy/{cfg.preset}-{time.strftime('%Y%m%d-%H%M%S')}")
     try:
         run_experiment(cfg, out)

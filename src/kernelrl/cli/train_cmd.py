@@ -1,7 +1,8 @@
 """`kernelrl train`: SFT warm-up then RL against the real CPU gym, with a held-out evaluation and report.
 
 `kernelrl train --preset tiny-cpu` runs the main job on a fresh machine (no download); `--config FILE`
-loads a YAML config instead; trailing `key=value` pairs override any field (dotted paths).
+loads a YAML config instead; trailing `key=value` pairs (or `--set key=value`) override any field (dotted
+paths). A config that does not validate stops the command before any work, naming each bad field.
 `kernelrl train --preset cuda-agent-tiny` runs CUDA Agent's stages (`pipeline.stages`: SFT, single-turn RL
 warm-up, RFT on multi-turn agent trajectories, critic pretraining, PPO with the critic).
 """
@@ -10,18 +11,18 @@ from __future__ import annotations
 
 import argparse
 
+from kernelrl.cli.config_args import add_config_arguments, config_error, train_presets
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="SFT + RL training against the gym (main job: --preset tiny-cpu)",
                        description=__doc__)
-    p.add_argument("--preset", default="tiny-cpu", help="preset name (see kernelrl/train/presets)")
-    p.add_argument("--config", help="YAML config file (instead of a preset)")
+    add_config_arguments(p, "YAML/JSON config file (instead of a preset)", train_presets(), "tiny-cpu")
     p.add_argument("--algo", help="advantage estimator, a kernelrl.rl.ADVANTAGE_ESTIMATORS name (grpo, rloo, trloo, "
                                   "prime, ...; the config rejects unknown names)")
     p.add_argument("--rollout", choices=["sync", "copris"])
     p.add_argument("--out", help="run directory (default: the config's out_dir)")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in the run directory")
-    p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. rl.steps=10")
     p.set_defaults(handler=run)
 
@@ -29,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def resolve(args: argparse.Namespace) -> object:
     from kernelrl.train.config import load_config
 
-    overrides = list(args.overrides)
+    overrides = list(getattr(args, "set", []) or []) + list(args.overrides)
     if args.algo:
         overrides.append(f"rl.algo={args.algo}")
         if args.algo == "trloo":
@@ -42,9 +43,14 @@ def resolve(args: argparse.Namespace) -> object:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kernelrl.config import ConfigError
+
+    try:
+        cfg = resolve(args)
+    except ConfigError as exc:
+        return config_error("train", exc)
     from kernelrl.train.job import run_train
 
-    cfg = resolve(args)
     if args.print_config:
         print(cfg.to_yaml())  # type: ignore[attr-defined]
         return 0

@@ -1,10 +1,13 @@
-"""`EvalConfig`: every knob of one evaluation, validated, JSON-serialisable."""
+"""`EvalConfig`: every knob of one evaluation, validated (`kernelrl.config`), JSON-serialisable."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Literal
+
+from pydantic import Field
+
+from kernelrl.config import ConfigModel
 
 
 def default_workers() -> int:
@@ -19,68 +22,39 @@ def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)))
 
 
-@dataclass
-class StageTimeouts:
+class StageTimeouts(ConfigModel):
     """Wall-clock limits per stage, in seconds."""
 
-    build: float = 180.0  # includes compiler runs (a torch extension build takes ~1 min)
-    init: float = 30.0
-    correctness: float = 60.0
-    timing: float = 120.0
+    build: float = Field(180.0, gt=0)  # includes compiler runs (a torch extension build takes ~1 min)
+    init: float = Field(30.0, gt=0)
+    correctness: float = Field(60.0, gt=0)
+    timing: float = Field(120.0, gt=0)
 
 
-@dataclass
-class EvalConfig:
-    correctness_trials: int = 5
-    warmup: int = 3
-    timing_trials: int = 20
-    timing_budget_s: float = 2.0  # per model: fewer trials when one call is slow (at least 5)
+class EvalConfig(ConfigModel):
+    correctness_trials: int = Field(5, ge=1)
+    warmup: int = Field(3, ge=0)
+    timing_trials: int = Field(20, ge=1)
+    timing_budget_s: float = Field(2.0, gt=0)  # per model: fewer trials when one call is slow (at least 5)
     measure_timing: bool = True
     compile_baseline: bool = False  # also time torch.compile(reference)
     cache_reference_timing: bool = True  # reuse a worker's reference timing for the same task and settings
-    rtol: float | None = None  # override the task's tolerance
-    atol: float | None = None
+    rtol: float | None = Field(None, ge=0)  # override the task's tolerance
+    atol: float | None = Field(None, ge=0)
     seed: int = 0
-    num_threads: int = 1  # CPU threads for torch and OpenMP in the evaluated process
-    memory_limit_mb: int = 8192  # address-space limit of the evaluated process
-    output_limit_mb: int = 64  # largest file (including captured stdout/stderr) the candidate may write
-    device_index: int | None = None  # GPU to use; None: the worker's own
+    num_threads: int = Field(1, ge=1)  # CPU threads for torch and OpenMP in the evaluated process
+    memory_limit_mb: int = Field(8192, ge=1)  # address-space limit of the evaluated process
+    output_limit_mb: int = Field(64, ge=1)  # largest file (including captured stdout/stderr) the candidate may write
+    device_index: int | None = Field(None, ge=0)  # GPU to use; None: the worker's own
     # Anti-hacking policy.
     guards: bool = True  # runtime checks: kernel really ran, torch ops, aliasing, mutation, caching, roofline
-    torch_ops: str = "reject"  # torch compute ops in the candidate's forward: reject | warn | allow
-    static_severity: dict[str, str] = field(default_factory=dict)  # check id (or "*") -> reject | warn
-    timing_input_sets: int = 3  # timed calls draw their inputs at random from this many sets (outputs known)
+    torch_ops: Literal["reject", "warn", "allow"] = "reject"  # torch compute ops in the candidate's forward
+    static_severity: dict[str, Literal["reject", "warn"]] = Field(default_factory=dict)  # check id (or "*") -> level
+    timing_input_sets: int = Field(3, ge=1)  # timed calls draw their inputs at random from this many sets (outputs known)
     # With torch_ops=reject: least share of compute time in the candidate's own code (an honest tiny kernel
     # spends a fair share allocating its output in libtorch; hidden torch or numpy compute scores ~0).
-    min_coverage: float = 0.25
-    suspicious_speedup: float = 5.0  # above this, timing is re-measured and checked against the roofline
-    roofline_slack: float = 2.0  # reject when faster than roofline / slack
-    timeouts: StageTimeouts = field(default_factory=StageTimeouts)
+    min_coverage: float = Field(0.25, ge=0, le=1)
+    suspicious_speedup: float = Field(5.0, gt=0)  # above this, timing is re-measured and checked against the roofline
+    roofline_slack: float = Field(2.0, gt=0)  # reject when faster than roofline / slack
+    timeouts: StageTimeouts = Field(default_factory=StageTimeouts)
 
-    def __post_init__(self) -> None:
-        if isinstance(self.timeouts, dict):
-            self.timeouts = StageTimeouts(**self.timeouts)
-        for name in ("correctness_trials", "timing_trials", "num_threads", "memory_limit_mb", "output_limit_mb",
-                     "timing_input_sets"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"EvalConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.torch_ops not in ("reject", "warn", "allow"):
-            raise ValueError(f"EvalConfig.torch_ops must be reject, warn or allow, got {self.torch_ops!r}")
-        bad = {k: v for k, v in self.static_severity.items() if v not in ("reject", "warn")}
-        if bad:
-            raise ValueError(f"EvalConfig.static_severity values must be reject or warn, got {bad}")
-        if self.warmup < 0:
-            raise ValueError("EvalConfig.warmup must be >= 0")
-        for name, value in asdict(self.timeouts).items():
-            if value <= 0:
-                raise ValueError(f"EvalConfig.timeouts.{name} must be > 0, got {value}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> EvalConfig:
-        unknown = set(data) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"unknown EvalConfig fields: {', '.join(sorted(unknown))}")
-        return cls(**data)

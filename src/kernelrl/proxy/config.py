@@ -1,15 +1,16 @@
-"""One validated config object per proxy-compression run: presets, YAML files, `key=value` overrides."""
+"""One validated config object per proxy-compression run, loaded by `kernelrl.config` like every other:
+preset, YAML file, `key=value` overrides, one validation naming each bad field."""
 
 from __future__ import annotations
 
-import copy
 import os
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
+from kernelrl import config as _config
+from kernelrl.config import ConfigModel
 from kernelrl.proxy.compressors import (
     COMPRESSORS,
     ArithOptions,
@@ -27,11 +28,9 @@ BASELINE = "bytes"
 TOKENS_ONLY = "tokenizer-only"
 
 
-class ProxyConfig(BaseModel):
+class ProxyConfig(ConfigModel):
     """Everything that decides a run's result. `arms`: "bytes" (byte-only baseline), compressor names
     (byte LMs trained on that view plus raw bytes) or "tokenizer-only" (a model of the BPE ids alone)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     preset: str = "custom"
     seed: int = 0
@@ -52,17 +51,18 @@ class ProxyConfig(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> ProxyConfig:
         if not self.arms:
-            raise ValueError("arms is empty; list 'bytes' and/or compressor names")
+            raise ValueError("arms: is empty; list 'bytes' and/or compressor names")
         if len(set(self.arms)) != len(self.arms):
-            raise ValueError(f"arms has duplicates: {self.arms}")
+            raise ValueError(f"arms: has duplicates: {self.arms}")
         for arm in self.arms:
             if arm not in (BASELINE, TOKENS_ONLY) and arm not in COMPRESSORS:
                 known = ", ".join([BASELINE, TOKENS_ONLY, *COMPRESSORS.names()])
-                raise ValueError(f"unknown compressor {arm!r} in arms; known: {known}")
+                raise ValueError(f"arms: unknown compressor {arm!r}; known: {known}")
         if TOKENS_ONLY in self.arms and self.embeddings == "shared":
-            raise ValueError(f"arm {TOKENS_ONLY!r} reads token ids and needs embeddings 'auto' or 'separate'")
+            raise ValueError(f"embeddings: arm {TOKENS_ONLY!r} reads token ids and needs embeddings 'auto' or 'separate'")
         if self.model.max_len < self.train.seq_len:
-            raise ValueError(f"model.max_len={self.model.max_len} < train.seq_len={self.train.seq_len}")
+            raise ValueError(f"model.max_len: must be >= train.seq_len (model.max_len={self.model.max_len} < "
+                             f"train.seq_len={self.train.seq_len})")
         return self
 
     def options_for(self, compressor: str) -> CompressorOptions:
@@ -82,9 +82,6 @@ class ProxyConfig(BaseModel):
         cpus = os.cpu_count() or 1
         busy = round(os.getloadavg()[0]) if hasattr(os, "getloadavg") else 0
         return max(1, min(cpus, cpus - busy))
-
-    def to_yaml(self) -> str:
-        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
 
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -116,50 +113,26 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 
 def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    """`extra` laid over `base`, recursing into nested dicts (copies, inputs untouched)."""
-    out = copy.deepcopy(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
+    """`extra` laid over `base`, recursing into nested dicts (`kernelrl.config.merge`)."""
+    return _config.merge(base, extra)
 
 
 def parse_override(text: str) -> dict[str, Any]:
     """`"train.lr=1e-3"` -> `{"train": {"lr": 0.001}}` (value parsed as YAML)."""
-    key, sep, raw = text.partition("=")
-    if not sep or not key.strip():
-        raise ValueError(f"override {text!r} is not of the form key.sub=value")
-    value: Any = yaml.safe_load(raw)
-    for part in reversed(key.strip().split(".")):
-        value = {part: value}
-    return value
+    return _config.parse_overrides([text])
 
 
 def build_config(
     preset: str | None = None, yaml_path: str | Path | None = None, overrides: list[str] | None = None
 ) -> ProxyConfig:
-    """Preset, then YAML file, then overrides, validated once."""
-    data: dict[str, Any] = {}
-    if preset is not None:
-        if preset not in PRESETS:
-            raise ValueError(f"unknown preset {preset!r}; known: {', '.join(sorted(PRESETS))}")
-        data = deep_merge({"preset": preset}, PRESETS[preset])
-    if yaml_path is not None:
-        loaded = yaml.safe_load(Path(yaml_path).read_text()) or {}
-        if not isinstance(loaded, dict):
-            raise ValueError(f"config file {yaml_path} must hold a mapping")
-        data = deep_merge(data, loaded)
-    for text in overrides or []:
-        data = deep_merge(data, parse_override(text))
+    """Preset, then YAML file, then overrides, validated once (`kernelrl.config`); a `ConfigError` naming
+    each bad field otherwise."""
+    presets = {name: {"preset": name, **body} for name, body in PRESETS.items()}
+    data = _config.gather(preset, yaml_path, overrides, presets)
     # A token budget in the preset and a FLOP budget from an override: the later one wins.
     train = data.get("train", {})
     if isinstance(train, dict) and train.get("budget_flops") is not None and any(
         "budget_flops" in o for o in overrides or []
     ):
         train["budget_tokens"] = None
-    try:
-        return ProxyConfig.model_validate(data)
-    except ValidationError as err:
-        raise ValueError(f"invalid proxy config:\n{err}") from None
+    return _config.validate(ProxyConfig, data, "proxy config")

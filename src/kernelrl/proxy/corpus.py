@@ -12,15 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 import kernelrl
+from kernelrl.config import ConfigModel
 
 
-class CorpusConfig(BaseModel):
+class CorpusConfig(ConfigModel):
     """Where the code comes from and how much of it is used."""
-
-    model_config = ConfigDict(extra="forbid")
 
     sources: list[Literal["stdlib", "project"]] = Field(default_factory=lambda: ["stdlib", "project"])
     extra_paths: list[str] = Field(default_factory=list, description="more files or folders of .py files")

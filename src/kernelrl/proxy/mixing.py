@@ -15,8 +15,9 @@ from typing import Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from kernelrl.config import ConfigModel
 from kernelrl.proxy.model import N_BYTES
 
 RAW_OPEN, RAW_CLOSE, COMP_OPEN, COMP_CLOSE = N_BYTES, N_BYTES + 1, N_BYTES + 2, N_BYTES + 3
@@ -25,10 +26,8 @@ SENTINELS = {RAW_OPEN: "<raw>", RAW_CLOSE: "</raw>", COMP_OPEN: "<compressed>", 
 EmbeddingMode = Literal["auto", "shared", "separate"]
 
 
-class MixConfig(BaseModel):
+class MixConfig(ConfigModel):
     """View choice per document."""
-
-    model_config = ConfigDict(extra="forbid")
 
     p_compressed: float = Field(0.9, ge=0.0, le=1.0)
     translation_start: float = Field(0.5, ge=0.0, le=1.0, description="P(pair) at the first step")

@@ -11,16 +11,16 @@ from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 from torch import nn
+
+from kernelrl.config import ConfigModel
 
 N_BYTES = 256
 
 
-class ModelConfig(BaseModel):
+class ModelConfig(ConfigModel):
     """Shape of a `ByteLM`. `vocab_size` is filled in from the data layout."""
-
-    model_config = ConfigDict(extra="forbid")
 
     d_model: int = Field(128, ge=8)
     n_layers: int = Field(4, ge=1)
@@ -34,7 +34,7 @@ class ModelConfig(BaseModel):
     def _heads_divide(self) -> ModelConfig:
         if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
             raise ValueError(
-                f"d_model={self.d_model} must split into n_heads={self.n_heads} heads of even size (RoPE)"
+                f"d_model: d_model={self.d_model} must split into n_heads={self.n_heads} heads of even size (RoPE)"
             )
         return self
 

@@ -20,20 +20,19 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 from rich.console import Console
 
-from kernelrl.proxy.config import BASELINE, TOKENS_ONLY, ProxyConfig, deep_merge, parse_override
+from kernelrl.config import ConfigModel, merge, parse_overrides, validate
+from kernelrl.proxy.config import BASELINE, TOKENS_ONLY, ProxyConfig
 from kernelrl.proxy.corpus import load_corpus
 from kernelrl.proxy.experiment import eval_summary, machine_info, make_progress, prepare_views, train_arms
 from kernelrl.proxy.mixing import make_layout
 from kernelrl.proxy.model import ModelConfig, count_params
 
 
-class ModelSize(BaseModel):
+class ModelSize(ConfigModel):
     """One point of the sweep; the rest of the shape comes from the config's `model`."""
-
-    model_config = ConfigDict(extra="forbid")
 
     d_model: int = Field(ge=8)
     n_layers: int = Field(ge=1)
@@ -49,9 +48,9 @@ class ScalingConfig(ProxyConfig):
     def _sizes(self) -> ScalingConfig:
         seen = [(s.d_model, s.n_layers, s.n_heads) for s in self.sizes]
         if len(set(seen)) != len(seen):
-            raise ValueError(f"sizes has duplicates: {seen}")
+            raise ValueError(f"sizes: has duplicates: {seen}")
         if BASELINE not in self.arms:
-            raise ValueError(f"arms must include the byte-only arm {BASELINE!r}: gaps are measured against it")
+            raise ValueError(f"arms: must include the byte-only arm {BASELINE!r}: gaps are measured against it")
         for size in self.sizes:
             self.model_at(size)  # each size must make a valid model
         return self
@@ -101,13 +100,8 @@ SMOKE: dict[str, Any] = {
 
 def repro_config(smoke: bool = False, overrides: list[str] | None = None) -> ScalingConfig:
     """The repro's config (`SMOKE` or `REPRO`) with `key=value` overrides laid over it."""
-    data = SMOKE if smoke else REPRO
-    for text in overrides or []:
-        data = deep_merge(data, parse_override(text))
-    try:
-        return ScalingConfig.model_validate(data)
-    except ValidationError as err:
-        raise ValueError(f"invalid proxy repro config:\n{err}") from None
+    data = merge(SMOKE if smoke else REPRO, parse_overrides(list(overrides or [])))
+    return validate(ScalingConfig, data, "proxy repro config")
 
 
 def non_embedding_params(cfg: ModelConfig) -> int:

@@ -9,21 +9,20 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from kernelrl.config import ConfigModel
 from kernelrl.proxy.evaluate import evaluate_bpb
 from kernelrl.proxy.mixing import MixedStream
 from kernelrl.proxy.model import ByteLM, LMOutput, ModelConfig, train_flops_per_token
 
 
-class ArmTrainingConfig(BaseModel):
+class ArmTrainingConfig(ConfigModel):
     """How one arm trains: optimiser, shapes and the compute budget (exactly one of tokens or FLOPs).
 
     A token budget is turned into FLOPs with the byte-only model's cost per token, so every arm
     gets the same FLOPs; an arm whose model costs more per token (a bigger head) takes fewer steps.
     """
-
-    model_config = ConfigDict(extra="forbid")
 
     seq_len: int = Field(512, ge=8)
     batch_size: int = Field(8, ge=1)
@@ -41,7 +40,7 @@ class ArmTrainingConfig(BaseModel):
     @model_validator(mode="after")
     def _one_budget(self) -> ArmTrainingConfig:
         if (self.budget_tokens is None) == (self.budget_flops is None):
-            raise ValueError("set exactly one of train.budget_tokens and train.budget_flops")
+            raise ValueError("budget_tokens: set exactly one of train.budget_tokens and train.budget_flops")
         return self
 
     def flops_budget(self, reference: ModelConfig) -> float:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import Field
+
+from kernelrl.config import ConfigError, ConfigModel, merge, parse_overrides, read_file, validate
 from kernelrl.evaluate import EvalConfig
 
 TOKEN_ENV = "KERNELRL_SERVE_TOKEN"
@@ -28,20 +30,23 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-@dataclass
-class ServeOptions:
+class ServeOptions(ConfigModel):
+    """How the service runs; `eval` is the gym's own `EvalConfig`, the defaults every job starts from.
+
+    Loads like every config (`load_options`): a YAML/JSON file or JSON text, dotted overrides, flags."""
+
     host: str = "127.0.0.1"
-    port: int = DEFAULT_PORT
+    port: int = Field(DEFAULT_PORT, ge=0, le=65535)
     token: str | None = None
     db: str = "runs/serve/jobs.sqlite"
     tasks: str | None = None
-    workers: int | None = None
+    workers: int | None = Field(None, ge=1)
     ray_address: str | None = None
-    ray_slots: int | None = None
-    max_body_mb: float = 8.0
-    max_queue: int = 100_000
-    config: dict[str, Any] = field(default_factory=dict)  # EvalConfig overrides
-    log_level: str = "warning"
+    ray_slots: int | None = Field(None, ge=1)
+    max_body_mb: float = Field(8.0, gt=0)
+    max_queue: int = Field(100_000, ge=1)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = "warning"
 
     def resolved_token(self) -> str | None:
         return self.token or os.environ.get(TOKEN_ENV) or None
@@ -52,35 +57,44 @@ class ServeOptions:
                 f"refusing to bind {self.host}: binding beyond loopback requires an auth token "
                 f"(--token or the environment variable {TOKEN_ENV})"
             )
-        if self.max_body_mb <= 0 or self.max_queue < 1:
-            raise ServeConfigError("--max-body-mb must be > 0 and --max-queue >= 1")
 
 
 def parse_config(text: str | None) -> dict[str, Any]:
-    """EvalConfig overrides from a JSON string or a JSON/YAML file."""
+    """A mapping from a JSON/YAML file or JSON text (``--config``); ``{}`` for none."""
     if not text:
         return {}
-    path = Path(text)
-    if path.is_file():
-        import yaml
-
-        data = yaml.safe_load(path.read_text())
-    else:
+    if Path(text).is_file():
+        return read_file(text)
+    try:
         data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError([f"--config: neither a file nor JSON text: {exc}"], "serve config") from None
     if not isinstance(data, dict):
-        raise ServeConfigError("--config must be a JSON object or a file holding one")
+        raise ConfigError(["--config: must be a JSON object or a file holding one"], "serve config")
     return data
+
+
+def load_options(config: str | None = None, overrides: list[str] | None = None,
+                 flags: dict[str, Any] | None = None) -> ServeOptions:
+    """`ServeOptions` from ``--config`` (a serve config; a mapping of `EvalConfig` fields alone, the earlier
+    form, is its `eval` section), then dotted `overrides`, then the `flags` given; validated once."""
+    data = parse_config(config)
+    if data and not set(data) & set(ServeOptions.model_fields) and set(data) <= set(EvalConfig.model_fields):
+        data = {"eval": data}
+    data = merge(merge(data, parse_overrides(list(overrides or []))),
+                 {k: v for k, v in (flags or {}).items() if v is not None})
+    return validate(ServeOptions, data, "serve config")
 
 
 def build_app(options: ServeOptions) -> Any:
     """The app with its service started (store opened, jobs re-queued, workers warm)."""
     from kernelrl.serve.app import create_app
     from kernelrl.serve.executors import make_executor
-    from kernelrl.serve.service import Service, load_task_dir, merge_config
+    from kernelrl.serve.service import Service, load_task_dir
     from kernelrl.serve.store import JobStore
 
     options.check()
-    config = merge_config(EvalConfig(), options.config)
+    config = options.eval
     tasks = load_task_dir(options.tasks)
     store = JobStore(options.db)
     if options.ray_address:

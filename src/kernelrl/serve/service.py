@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelrl.config import merge
 from kernelrl.evaluate import Candidate, EvalConfig, EvalResult
 from kernelrl.serve.executors import Executor
 from kernelrl.serve.store import JobRecord, JobStore, NewJob, reference_key
@@ -47,13 +48,7 @@ class Stats:
 
 def merge_config(base: EvalConfig, overrides: dict[str, Any] | None) -> EvalConfig:
     """`base` with `overrides` applied (nested `timeouts` merged field by field)."""
-    data = base.to_dict()
-    for key, value in (overrides or {}).items():
-        if key == "timeouts" and isinstance(value, dict):
-            data["timeouts"] = {**data["timeouts"], **value}
-        else:
-            data[key] = value
-    return EvalConfig.from_dict(data)
+    return EvalConfig.from_dict(merge(base.to_dict(), overrides or {}), "job config")
 
 
 def load_task_dir(path: str | Path | None) -> dict[str, Task]:

@@ -1,22 +1,31 @@
-"""One validated config per run: `TrainConfig` (pydantic), loadable from YAML, `key=value`
-overrides (dotted paths), printed at start and saved as ``config.yaml`` in the run directory."""
+"""One validated config per run: `TrainConfig`, loaded by `kernelrl.config.load` (preset or YAML file, then
+dotted `key=value` overrides, one validation naming every bad field), printed at start and saved as
+``config.yaml`` in the run directory. Its `eval` section is the gym's `EvalConfig` itself (plus the
+trainer's pool settings), so every gym knob is settable and checked the gym's way."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from kernelrl import config as _config
 from kernelrl.backend_names import BACKEND_NAMES
+from kernelrl.config import ConfigError, ConfigModel
+from kernelrl.evaluate.config import EvalConfig
 from kernelrl.rewards.kernel import DEFAULT_REWARD, REWARDS
 
 PRESET_DIR = Path(__file__).parent / "presets"
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+_Section = ConfigModel
+
+
+def _known(registry: Any, kind: str, name: str) -> str:
+    if name not in registry:
+        raise ValueError(f"unknown {kind} {name!r}; known: {', '.join(registry)}")
+    return name
 
 
 class ModelConfig(_Section):
@@ -137,25 +146,56 @@ class RLConfig(_Section):
     def _known_algo(cls, name: str) -> str:
         from kernelrl.rl import ADVANTAGE_ESTIMATORS  # torch: only once a config names an estimator
 
-        if name not in ADVANTAGE_ESTIMATORS:
-            raise ValueError(f"rl.algo: unknown advantage estimator {name!r}; known: {', '.join(ADVANTAGE_ESTIMATORS)}")
-        return name
+        return _known(ADVANTAGE_ESTIMATORS, "advantage estimator", name)
 
     @field_validator("reward")
     @classmethod
     def _known_reward(cls, name: str) -> str:
-        if name not in REWARDS:
-            raise ValueError(f"rl.reward: unknown reward {name!r}; known: {', '.join(REWARDS)}")
-        return name
+        return _known(REWARDS, "reward", name)
+
+    @field_validator("loss_agg")
+    @classmethod
+    def _known_loss_agg(cls, name: str) -> str:
+        from kernelrl.rl import LOSS_AGGREGATIONS
+
+        return _known(LOSS_AGGREGATIONS, "loss aggregation", name)
+
+    @field_validator("kl_kind")
+    @classmethod
+    def _known_kl(cls, name: str) -> str:
+        from kernelrl.rl import KL_PENALTIES
+
+        return _known(KL_PENALTIES, "KL penalty", name)
 
     @model_validator(mode="after")
     def _mismatch_well_formed(self) -> RLConfig:
-        self.mismatch_specs()
+        from kernelrl.rl import MISMATCH_CORRECTIONS
+
+        try:
+            specs = self.mismatch_specs()
+        except ValueError as exc:
+            raise ValueError(f"mismatch: {exc}") from None
+        for name, _ in specs:
+            if name not in MISMATCH_CORRECTIONS:
+                raise ValueError(f"mismatch: unknown mismatch correction {name!r}; known: {', '.join(MISMATCH_CORRECTIONS)}")
         if self.accuracy_filter is not None:
             low, high = self.accuracy_filter
             if not 0.0 <= low <= high <= 1.0:
-                raise ValueError(f"rl.accuracy_filter needs 0 <= low <= high <= 1, got {self.accuracy_filter}")
+                raise ValueError(f"accuracy_filter: needs 0 <= low <= high <= 1, got {self.accuracy_filter}")
+        self._reward_options_fit()
         return self
+
+    def _reward_options_fit(self) -> None:
+        """`reward_options` must be keyword arguments the `reward` function takes."""
+        import inspect
+
+        params = inspect.signature(REWARDS.get(self.reward)).parameters
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            return
+        unknown = sorted(set(self.reward_options) - set(list(params)[1:]))
+        if unknown:
+            raise ValueError(f"reward_options: reward {self.reward!r} takes no option(s) {unknown}; "
+                             f"it takes: {', '.join(list(params)[1:]) or 'none'}")
 
     def mismatch_specs(self) -> list[tuple[str, dict[str, Any]]]:
         """The mismatch corrections to apply, as ``(name, options)`` pairs (for
@@ -191,16 +231,30 @@ class RLConfig(_Section):
         return specs
 
 
-class EvalSection(_Section):
+#: the trainer's own settings in the `eval` section (its pool's), not passed on to the gym
+POOL_FIELDS = ("workers", "sandbox", "heldout_samples")
+
+
+class TrainEvalConfig(EvalConfig):
+    """The gym's `EvalConfig` (every field; train's own, cheaper defaults for the timing ones) plus the
+    trainer's pool settings (`POOL_FIELDS`). `compile_baseline`: the speedup_vs_compile reward needs it;
+    `measure_timing=false`: correctness only (speedups and fast_1 read 0; for a correctness reward)."""
+
     workers: int = Field(2, ge=1)
+    sandbox: Literal["auto", "bwrap", "none"] = "auto"
+    heldout_samples: int = Field(1, ge=1)  # greedy when 1
     correctness_trials: int = Field(2, ge=1)
     warmup: int = Field(1, ge=0)
     timing_trials: int = Field(5, ge=1)
     timing_budget_s: float = Field(0.3, gt=0)
-    sandbox: Literal["auto", "bwrap", "none"] = "auto"
-    heldout_samples: int = Field(1, ge=1)  # greedy when 1
-    compile_baseline: bool = False  # also time torch.compile(reference) (the speedup_vs_compile reward needs it)
-    measure_timing: bool = True  # false: correctness only (speedups and fast_1 read 0; for a correctness reward)
+
+    def gym_config(self, hybrid: bool = False) -> EvalConfig:
+        """The pool's `EvalConfig`: this section less `POOL_FIELDS`; `hybrid` tasks allow torch ops."""
+        data = self.model_dump(exclude=set(POOL_FIELDS))
+        return EvalConfig.model_validate({**data, "torch_ops": "allow"} if hybrid else data)
+
+
+EvalSection = TrainEvalConfig  # the earlier name
 
 
 class DistillConfig(_Section):
@@ -243,7 +297,7 @@ class DistillConfig(_Section):
     @model_validator(mode="after")
     def _consistent(self) -> DistillConfig:
         if self.token_reward == "topk" and self.kl_mode == "k3_loss":
-            raise ValueError("distill.token_reward=topk needs distill.kl_mode=reward (the KL to pi_0 enters each "
+            raise ValueError("token_reward: topk needs distill.kl_mode=reward (the KL to pi_0 enters each "
                              "candidate's reward); k3_loss is a sampled-token loss")
         return self
 
@@ -261,10 +315,7 @@ class WarmupStage(_Section):
     @field_validator("algo")
     @classmethod
     def _known_algo(cls, name: str) -> str:
-        try:
-            return RLConfig._known_algo(name)
-        except ValueError as exc:
-            raise ValueError(str(exc).replace("rl.algo", "pipeline.warmup_rl.algo", 1)) from None
+        return RLConfig._known_algo(name)
 
 
 class RFTStage(_Section):
@@ -306,12 +357,12 @@ class PipelineConfig(_Section):
     def _known_stages(cls, stages: list[str]) -> list[str]:
         unknown = [s for s in stages if s not in STAGE_NAMES]
         if unknown:
-            raise ValueError(f"pipeline.stages: unknown stage(s) {unknown}; known: {', '.join(STAGE_NAMES)}")
+            raise ValueError(f"unknown stage(s) {unknown}; known: {', '.join(STAGE_NAMES)}")
         dup = sorted({s for s in stages if stages.count(s) > 1})
         if dup:
-            raise ValueError(f"pipeline.stages: {dup} listed more than once")
+            raise ValueError(f"{dup} listed more than once")
         if "critic" in stages and "ppo" in stages and stages.index("critic") > stages.index("ppo"):
-            raise ValueError("pipeline.stages: 'critic' (pretraining) must come before 'ppo'")
+            raise ValueError("'critic' (pretraining) must come before 'ppo'")
         return stages
 
 
@@ -328,30 +379,27 @@ class TrainConfig(_Section):
     task: TaskConfig = Field(default_factory=TaskConfig)
     sft: SFTConfig = Field(default_factory=SFTConfig)
     rl: RLConfig = Field(default_factory=RLConfig)
-    eval: EvalSection = Field(default_factory=EvalSection)
+    eval: TrainEvalConfig = Field(default_factory=TrainEvalConfig)
     distill: DistillConfig = Field(default_factory=DistillConfig)
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
         if "critic" in self.pipeline.stages and self.rl.algo != "gae":
-            raise ValueError(f"pipeline.stages has 'critic' but rl.algo is {self.rl.algo!r}: a critic exists only "
+            raise ValueError(f"pipeline.stages: has 'critic' but rl.algo is {self.rl.algo!r}: a critic exists only "
                              "with rl.algo=gae")
         if self.task.min_ops > self.task.max_ops:
-            raise ValueError("task.min_ops must be <= task.max_ops")
+            raise ValueError("task.min_ops: must be <= task.max_ops")
         if self.rl.algo == "trloo" and self.rl.turns < 1:
-            raise ValueError("trloo needs rl.turns >= 1")
+            raise ValueError("rl.turns: trloo needs rl.turns >= 1")
         if self.rl.rollout == "copris" and self.rl.concurrency < self.rl.group_size:
-            raise ValueError("rl.concurrency must be >= rl.group_size for copris")
+            raise ValueError("rl.concurrency: must be >= rl.group_size for copris")
         if not self.eval.measure_timing and self.rl.reward not in ("binary", "correct", "compile", "compiled"):
-            raise ValueError(f"eval.measure_timing=false leaves no speedup for rl.reward={self.rl.reward!r}; "
+            raise ValueError(f"rl.reward: eval.measure_timing=false leaves no speedup for rl.reward={self.rl.reward!r}; "
                              "use rl.reward=binary (or compile)")
         if self.distill.token_reward == "topk" and self.distill.topk > self.model.vocab_size:
-            raise ValueError(f"distill.topk ({self.distill.topk}) must be <= model.vocab_size ({self.model.vocab_size})")
+            raise ValueError(f"distill.topk: ({self.distill.topk}) must be <= model.vocab_size ({self.model.vocab_size})")
         return self
-
-    def to_yaml(self) -> str:
-        return yaml.safe_dump(self.model_dump(), sort_keys=False)
 
     def save(self, run_dir: str | Path) -> Path:
         path = Path(run_dir) / "config.yaml"
@@ -361,46 +409,18 @@ class TrainConfig(_Section):
 
 
 def preset_names() -> list[str]:
-    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+    return _config.preset_names(PRESET_DIR)
 
 
-def _set(data: dict[str, Any], dotted: str, value: Any) -> None:
-    keys = dotted.split(".")
-    node = data
-    for k in keys[:-1]:
-        node = node.setdefault(k, {})
-        if not isinstance(node, dict):
-            raise ValueError(f"override {dotted!r}: {k!r} is not a section")
-    node[keys[-1]] = value
-
-
-def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """``["rl.algo=rloo", "sft.steps=10"]`` -> nested dict; values parsed as YAML scalars."""
-    out: dict[str, Any] = {}
-    for item in items:
-        if "=" not in item:
-            raise ValueError(f"override {item!r} is not key=value")
-        key, raw = item.split("=", 1)
-        _set(out, key.strip(), yaml.safe_load(raw))
-    return out
-
-
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for k, v in extra.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
+parse_overrides = _config.parse_overrides
 
 
 def load_config(preset: str | None = "tiny-cpu", path: str | Path | None = None,
                 overrides: list[str] | None = None) -> TrainConfig:
-    """Config from a preset name (``presets/<name>.yaml``) or a YAML file, then `overrides`."""
-    data: dict[str, Any] = {}
-    if path is not None:
-        data = yaml.safe_load(Path(path).read_text()) or {}
-    elif preset is not None:
-        file = PRESET_DIR / f"{preset}.yaml"
-        if not file.is_file():
-            raise ValueError(f"unknown preset {preset!r}; known: {', '.join(preset_names())}")
-        data = yaml.safe_load(file.read_text()) or {}
-    return TrainConfig.model_validate(_merge(data, parse_overrides(overrides or [])))
+    """Config from a preset name (``presets/<name>.yaml``) or a YAML file, then `overrides`; a `ConfigError`
+    naming every bad field otherwise."""
+    return _config.load(TrainConfig, None if path is not None else preset, path, overrides, PRESET_DIR,
+                        "train config")
+
+
+__all__ = ["ConfigError", "TrainConfig", "TrainEvalConfig", "load_config", "parse_overrides", "preset_names"]

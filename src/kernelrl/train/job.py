@@ -55,11 +55,8 @@ def seed_everything(seed: int) -> None:
 
 
 def eval_config(cfg: TrainConfig) -> EvalConfig:
-    e = cfg.eval
-    return EvalConfig(correctness_trials=e.correctness_trials, warmup=e.warmup, timing_trials=e.timing_trials,
-                      timing_budget_s=e.timing_budget_s, num_threads=1,
-                      torch_ops="allow" if cfg.task.hybrid else "reject", compile_baseline=e.compile_baseline,
-                      measure_timing=e.measure_timing)
+    """The pool's gym config: the `eval` section itself, less the trainer's pool settings."""
+    return cfg.eval.gym_config(hybrid=cfg.task.hybrid)
 
 
 def sft_pairs(tok: Any, chains: list[tuple[str, ...]], seed: int, per_chain: int = 2) -> list[tuple[list[int], list[int]]]:

@@ -12,15 +12,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
+from kernelrl.config import ConfigModel
 from kernelrl.registry import Registry
 
 
-class CompressorOptions(BaseModel):
+class CompressorOptions(ConfigModel):
     """Base for each compressor's options (no unknown keys)."""
-
-    model_config = ConfigDict(extra="forbid")
 
 
 class Compressor(ABC):
