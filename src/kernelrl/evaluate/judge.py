@@ -36,7 +36,7 @@ import torch
 
 from kernelrl.evaluate.backends import Backend, get_backend
 from kernelrl.evaluate.candidate import Candidate
-from kernelrl.evaluate.candidate_process import CandidateProcess, SpotPlan, StageFailed
+from kernelrl.evaluate.candidate_process import CandidateProcess, StageFailed
 from kernelrl.evaluate.compare import compare_outputs
 from kernelrl.evaluate.config import EvalConfig
 from kernelrl.evaluate.coverage import PROFILE_MAX_S, coverage_failure, coverage_record, profile_settled
@@ -54,6 +54,7 @@ from kernelrl.evaluate.guards import (
 from kernelrl.evaluate.loading import CANDIDATE_FILE, TASK_FILE, load_module
 from kernelrl.evaluate.perf_sampler import sampling_method
 from kernelrl.evaluate.result import Correctness, EvalResult, StageReport, Status, Timing
+from kernelrl.evaluate.spot_checks import SpotPlan, read_spots
 from kernelrl.evaluate.static import run_static_checks
 from kernelrl.evaluate.timing_inputs import (
     MAX_SLOTS,
@@ -297,13 +298,16 @@ class Judge:
         of the timing sets; slots are refilled with other sets between requests); after each request the
         outputs of a few random calls (and the last) are spot-checked."""
         cfg, slots = self.config, self.slots
-        warm_ms = self._timed_request(slots.order(max(1, cfg.warmup)))[0]
-        slots.refill()
+        slots.grow(max(1, cfg.warmup))
+        warm_order = slots.order(max(1, cfg.warmup))
+        warm_ms = self._timed_request(warm_order)[0]
+        slots.refill(warm_order)
         round_trip = min(self._timed_request([])[0] for _ in range(3))
         call_ms = max((warm_ms - round_trip) / max(1, cfg.warmup), 1e-4)
         out_bytes = max(1, sum(t.numel() * t.element_size() for t in next(iter(expected.values()))))
         k = math.ceil(max(MIN_REQUEST_MS, round_trip / REQUEST_OVERHEAD_SHARE) / call_ms)
-        k = max(1, min(k, MAX_CALLS_PER_REQUEST, KEPT_OUTPUT_BYTES // out_bytes, slots.count()))
+        k = max(1, min(k, MAX_CALLS_PER_REQUEST, KEPT_OUTPUT_BYTES // out_bytes, slots.capacity))
+        slots.grow(k + 1)  # one spare: the set then changes from call to call across requests too
         # About `timing_trials` calls in all (at least 5 requests), within the time budget.
         # A candidate that makes its first calls slow gets k = 1; it still meets MIN_CHECKED_CALLS checks.
         wanted = max(math.ceil(cfg.timing_trials / k), math.ceil(MIN_CHECKED_CALLS / min(k, CHECKED_CALLS)))
@@ -330,8 +334,25 @@ class Judge:
         """Spot-check the outputs of the last call and of CHECKED_CALLS - 1 random others."""
         k = len(order)
         checked = sorted({k - 1, *self.random.sample(range(k), min(CHECKED_CALLS - 1, k))})
-        for call, outputs in zip(checked, self.process.read_outputs(checked, self.spot), strict=True):
-            self._spot_check(outputs, expected[self.slots.content[order[call]]])
+        self._check_calls(checked, [expected[self.slots.content[order[call]]] for call in checked])
+
+    def _check_calls(self, calls: list[int], wants: list[list[torch.Tensor]]) -> None:
+        """Spot-check the outputs of the given calls of the last request (`wants`: each one's expected
+        outputs): read and compared all at once, or call by call where something is irregular (a wrong
+        shape, dtype or count of outputs, an unreadable one), which says what."""
+        process = self.process
+        described = process.describe(calls, leaves=True)
+        batch = read_spots(process.pid, described, wants, self.spot, process.max_output_bytes)
+        if batch is None:
+            for outputs, want in zip([process.read_spot(leaves, self.spot) for leaves in described], wants, strict=True):
+                self._spot_check(outputs, want)
+            return
+        rtol, atol = self._tolerance()
+        for leaf in batch:
+            outcome = compare_outputs(leaf.expected, leaf.values, rtol, atol)
+            if not outcome.ok:  # the first wrong call says how
+                wrong = (compare_outputs(leaf.expected[i], leaf.values[i], rtol, atol) for i in range(len(calls)))
+                _stale_output(next((o for o in wrong if not o.ok), outcome).message)
 
     def _start_sampler(self, hz: float) -> Any:
         if self.own_objects is None:
@@ -372,7 +393,7 @@ class Judge:
                         break
                 order = self.slots.order(k)
                 self._timed_request(order)
-                self._spot_check(self.process.read_outputs([k - 1], self.spot)[0], expected[self.slots.content[order[-1]]])
+                self._check_calls([k - 1], [expected[self.slots.content[order[-1]]]])
                 self.slots.refill(order)
         finally:
             self._record_coverage(sampler.stop(), time.perf_counter() - start, self.process.cpu_seconds() - cpu_start)
@@ -394,11 +415,7 @@ class Judge:
             reference = want.reshape(-1)[positions] if positions is not None else want
             outcome = compare_outputs(reference, values, rtol, atol)
             if not outcome.ok:
-                raise StageFailed(
-                    Status.REJECTED,
-                    "[stale-output] a timed call returned a wrong result (outputs cached across calls, work skipped, "
-                    f"or finished after the call returned): {outcome.message}",
-                )
+                _stale_output(outcome.message)
 
     def _check_plausible(self, ref_model: torch.nn.Module, sets: dict[str, list[Any]],
                          expected: dict[str, list[torch.Tensor]], first: Measurement) -> Measurement:
@@ -479,6 +496,14 @@ def task_failure(what: str, exc: BaseException) -> StageFailed:
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == TASK_FILE]
     where = f" at {TASK_FILE} line {frames[-1].lineno}" if frames else ""
     return StageFailed(Status.RUNTIME_ERROR, f"{what}: {cause + ' (' + text + ')' if cause else text}{where}")
+
+
+def _stale_output(message: str) -> None:
+    raise StageFailed(
+        Status.REJECTED,
+        "[stale-output] a timed call returned a wrong result (outputs cached across calls, work skipped, "
+        f"or finished after the call returned): {message}",
+    )
 
 
 def _flat_tensors(output: Any) -> list[torch.Tensor]:

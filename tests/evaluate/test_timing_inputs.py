@@ -1,0 +1,105 @@
+"""The judge's timing inputs and spot checks, without a candidate process: slots made as requests need
+them, refilled so that every call changes its input set, mutation found; several calls' outputs read at
+once from a process's memory (this one's)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+from typing import Any
+
+import torch
+
+from kernelrl.evaluate.exchange import dtype_name
+from kernelrl.evaluate.spot_checks import SpotPlan, read_spots
+from kernelrl.evaluate.timing_inputs import InputSlots
+
+
+class FakeProcess:
+    """Stands in for the candidate process: 'shared' copies are plain clones."""
+
+    def __init__(self) -> None:
+        self.arenas: list[str] = []
+
+    def send_inputs(self, name: str, sets: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        self.arenas.append(name)
+        return {slot: [x.clone() for x in values] for slot, values in sets.items()}
+
+
+def timing_sets(count: int) -> dict[str, list[Any]]:
+    base = torch.randn(64)
+    weight = torch.randn(8)  # shared by every set, as an input mix_rows leaves alone
+    sets = {}
+    for i in range(count):
+        x = base.clone()
+        x[i::7] = float(i)
+        sets[f"s{i}"] = [x, weight]
+    return sets
+
+
+def test_slots_are_made_as_requests_need_them_and_every_call_changes_its_set() -> None:
+    for seed, k in itertools.product(range(20), (1, 2, 5, 9, 16)):
+        rng, process = random.Random(seed), FakeProcess()
+        sets = timing_sets(2 + seed % 3)
+        slots = InputSlots(process, sets, rng, on_device=False)  # type: ignore[arg-type]
+        assert slots.count() == len(sets)
+        warm = slots.order(3)
+        slots.refill(warm)
+        slots.grow(k + 1)
+        assert slots.count() == max(len(sets), k + 1) and len(process.arenas) == (1 if k + 1 <= len(sets) else 2)
+        held = [slots.previous]
+        for _ in range(6):
+            order = slots.order(k)
+            assert len(set(order)) == k  # no slot repeats within a request
+            held += [slots.content[slot] for slot in order]
+            for slot in order:
+                assert all(torch.equal(a, b) for a, b in zip(slots.shared[slot], sets[slots.content[slot]], strict=True))
+            slots.refill(order)
+        assert all(a != b for a, b in itertools.pairwise(held)), (seed, k, held)
+        assert not slots.mutated()
+
+
+def test_a_changed_slot_is_found_at_its_refill_and_restored() -> None:
+    slots = InputSlots(FakeProcess(), timing_sets(3), random.Random(0), on_device=False)  # type: ignore[arg-type]
+    order = slots.order(2)
+    slots.shared[order[0]][1][3] += 1.0  # the input every set shares: skipped by a plain refill
+    slots.refill(order)
+    assert slots.mutated()
+    assert torch.equal(slots.shared[order[0]][1], slots.sets[slots.content[order[0]]][1])
+
+
+def test_a_slot_changed_outside_its_call_is_found_at_the_end() -> None:
+    slots = InputSlots(FakeProcess(), timing_sets(3), random.Random(0), on_device=False)  # type: ignore[arg-type]
+    assert not slots.mutated()
+    slots.shared["x2"][0].view(torch.int32)[5] ^= 1  # one bit
+    assert slots.mutated()
+
+
+def describe(t: torch.Tensor) -> dict[str, Any]:
+    return {"tensor": [t.data_ptr(), list(t.shape), dtype_name(t.dtype), t.numel() * t.element_size()]}
+
+
+def test_several_calls_are_spot_read_at_once() -> None:
+    spot = SpotPlan(1)
+    for shape in ((4, 100), (64, 1024)):  # read whole, and as runs of elements
+        wants = [[torch.randn(shape)] for _ in range(3)]
+        outputs = [wants[i % 3][0].clone() for i in range(5)]
+        batch = read_spots(os.getpid(), [[describe(o)] for o in outputs], [wants[i % 3] for i in range(5)], spot, 2**30)
+        assert batch is not None and len(batch) == 1
+        assert batch[0].values.shape[0] == 5 and torch.equal(batch[0].values, batch[0].expected)
+        outputs[3].fill_(0.5)  # one call wrong everywhere: every row of its read differs
+        batch = read_spots(os.getpid(), [[describe(o)] for o in outputs], [wants[i % 3] for i in range(5)], spot, 2**30)
+        assert batch is not None
+        differs = (batch[0].values != batch[0].expected).any(dim=1).tolist()
+        assert differs == [False, False, False, True, False]
+
+
+def test_an_irregular_output_is_left_to_the_call_by_call_check() -> None:
+    spot, want = SpotPlan(2), [torch.randn(16, 16)]
+    good = want[0].clone()
+    for odd in (want[0].double(), want[0].reshape(256), want[0][:8].clone()):
+        assert read_spots(os.getpid(), [[describe(good)], [describe(odd)]], [want, want], spot, 2**30) is None
+    assert read_spots(os.getpid(), [[describe(good), describe(good)]], [want], spot, 2**30) is None  # two outputs, one expected
+    unmapped = {"tensor": [8, [16, 16], "float32", 1024]}
+    assert read_spots(os.getpid(), [[unmapped]], [want], spot, 2**30) is None
