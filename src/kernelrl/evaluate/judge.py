@@ -78,6 +78,7 @@ SAMPLING_HZ = {"perf": 2000.0, "ptrace": 1000.0}  # timed calls: perf costs ~not
 PROFILE_MORE_HZ = 4000.0  # untimed extra profile: the sampler's cost no longer matters
 PROFILE_LOOK_S = 0.01  # how often an untimed extra profile asks whether it has settled
 CHECKED_CALLS = 16  # calls per timed request whose outputs are spot-checked (the last always, the others at random)
+SHARED_TRIALS_BYTES = 16 * 2**20  # correctness trials whose inputs together are this small share one arena
 MIN_CHECKED_CALLS = 32  # checked calls per measurement: more requests when k is small (within the timing budget)
 
 
@@ -136,13 +137,13 @@ class Judge:
 
     def init(self, compile_candidate: bool = False) -> torch.nn.Module:
         seed = self.task.seed + self.config.seed
-        torch.manual_seed(seed)
+        seed_torch(seed)
         try:
             init_inputs = self.reference.get_init_inputs()
         except Exception as exc:
             raise task_failure("the task's get_init_inputs() failed", exc) from None
         try:
-            torch.manual_seed(seed)
+            seed_torch(seed)
             ref_model = self.reference.Model(*init_inputs).to(self.device)
         except Exception as exc:
             raise task_failure("the task's Model(*get_init_inputs()) failed", exc) from None
@@ -161,7 +162,7 @@ class Judge:
         return ref_model
 
     def inputs(self, trial: int) -> list[Any]:
-        torch.manual_seed(self.task.seed + self.config.seed + 1000 + trial)
+        seed_torch(self.task.seed + self.config.seed + 1000 + trial)
         try:
             inputs = self.reference.get_inputs()
             return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
@@ -182,12 +183,18 @@ class Judge:
         detail = Correctness(trials=trials, passed=0, rtol=rtol, atol=atol)
         self.result.correctness = detail
         torch_ops: dict[str, int] = {}
+        made = {"t0": self.inputs(0)}
+        if trials * _input_bytes(made["t0"]) <= SHARED_TRIALS_BYTES:  # small: all trials in one arena
+            made |= {f"t{trial}": self.inputs(trial) for trial in range(1, trials)}
+        shared: dict[str, list[Any]] = {}
         for trial in range(trials):
-            inputs = self.inputs(trial)
+            self.trial_set = name = f"t{trial}"
+            inputs = made.pop(name) if name in made else self.inputs(trial)
             expected = self.reference_forward(ref_model, inputs)
-            shared = self.process.send_inputs("trial", {"t": inputs})
+            if name not in shared:
+                shared = self.process.send_inputs("trial", {name: inputs, **made})
             try:
-                reply = self.process.request({"op": "call", "sets": ["t"], "count": True})
+                reply = self.process.request({"op": "call", "sets": [name], "count": True})
             except StageFailed as failure:
                 detail.failing_trial = trial
                 if failure.status == Status.RUNTIME_ERROR:
@@ -196,7 +203,7 @@ class Judge:
             actual = self.process.read_outputs([0])[0]
             if guards:
                 self._check_feedback_counters(reply, torch_ops)
-                if trial <= 1 and mutated(to_cpu(inputs), shared["t"]):  # the timed calls are checked as a whole
+                if trial <= 1 and mutated(to_cpu(inputs), shared[name]):  # the timed calls are checked as a whole
                     raise StageFailed(Status.REJECTED, "[input-mutation] the candidate modified its inputs; write results to new tensors")
             outcome = compare_outputs(to_cpu(expected), actual, rtol, atol)
             detail.max_abs_error = max(detail.max_abs_error, outcome.max_abs_error)
@@ -218,7 +225,7 @@ class Judge:
         if not declared:
             self.result.notes.append("no __global__ function found in the source: kernel names not checked")
             return
-        launched = [str(k) for k in self.process.request({"op": "launched_kernels", "set": "t"})["kernels"]]
+        launched = [str(k) for k in self.process.request({"op": "launched_kernels", "set": self.trial_set})["kernels"]]
         if not launched_own_kernel(declared, launched):
             seen = ", ".join(sorted(set(launched))[:5]) or "no kernels"
             raise StageFailed(
@@ -496,6 +503,21 @@ def task_failure(what: str, exc: BaseException) -> StageFailed:
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == TASK_FILE]
     where = f" at {TASK_FILE} line {frames[-1].lineno}" if frames else ""
     return StageFailed(Status.RUNTIME_ERROR, f"{what}: {cause + ' (' + text + ')' if cause else text}{where}")
+
+
+def _input_bytes(inputs: list[Any]) -> int:
+    return sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+
+
+def seed_torch(seed: int) -> None:
+    """`torch.manual_seed`, less its cost where no accelerator can be used: there it formats a stack trace
+    per accelerator kind for a lazy seeding that can never run (~0.25 ms a call)."""
+    accelerated = torch.cuda.is_available() or torch.backends.mps.is_available() or (
+        hasattr(torch, "xpu") and torch.xpu.is_available())
+    if accelerated:
+        torch.manual_seed(seed)
+    else:
+        torch.default_generator.manual_seed(seed)
 
 
 def _stale_output(message: str) -> None:
