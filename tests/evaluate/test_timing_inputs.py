@@ -13,7 +13,7 @@ import torch
 
 from kernelrl.evaluate.exchange import dtype_name
 from kernelrl.evaluate.spot_checks import SpotPlan, read_spots
-from kernelrl.evaluate.timing_inputs import InputSlots
+from kernelrl.evaluate.timing_inputs import InputSlots, mix_rows
 
 
 class FakeProcess:
@@ -24,7 +24,7 @@ class FakeProcess:
 
     def send_inputs(self, name: str, sets: dict[str, list[Any]]) -> dict[str, list[Any]]:
         self.arenas.append(name)
-        return {slot: [x.clone() for x in values] for slot, values in sets.items()}
+        return {slot: [x.clone() if isinstance(x, torch.Tensor) else x for x in values] for slot, values in sets.items()}
 
 
 def timing_sets(count: int) -> dict[str, list[Any]]:
@@ -58,6 +58,22 @@ def test_slots_are_made_as_requests_need_them_and_every_call_changes_its_set() -
             slots.refill(order)
         assert all(a != b for a, b in itertools.pairwise(held)), (seed, k, held)
         assert not slots.mutated()
+
+
+def test_refills_write_only_the_rows_mixed_sets_differ_in_and_leave_exact_copies() -> None:
+    generator = torch.Generator().manual_seed(0)
+    base = [torch.randn(64, 2048), torch.randn(3), 4]  # rows of 8 KiB: refilled row by row
+    sets, mixed = {"s0": base}, {"s0": torch.empty(0, dtype=torch.long)}
+    for i, share in ((1, 1 / 64), (2, 0.25), (3, 1 / 64)):
+        sets[f"s{i}"], mixed[f"s{i}"] = mix_rows(base, [torch.randn(64, 2048), torch.randn(3), 4], generator, share)
+    slots = InputSlots(FakeProcess(), sets, random.Random(1), on_device=False, mixed=mixed)  # type: ignore[arg-type]
+    slots.grow(6)
+    for _ in range(10):
+        order = slots.order(5)
+        slots.refill(order)
+        for slot, name in slots.content.items():
+            assert all(torch.equal(a, b) for a, b in zip(slots.shared[slot][:2], sets[name][:2], strict=True))
+    assert not slots.mutated()
 
 
 def test_a_changed_slot_is_found_at_its_refill_and_restored() -> None:

@@ -270,13 +270,16 @@ class Judge:
         self.result.timing = timing
         base = self.inputs(cfg.correctness_trials)
         sets, self.spot.lead_rows = {"s0": base}, lead_size(base)
+        mixed = {"s0": torch.empty(0, dtype=torch.long)}  # the rows each set took from another draw
         for i in range(1, cfg.timing_input_sets):  # shares 1/64, 1/4, 1/64, 1/4, ... of rows from a fresh draw
             share = MIXED_ROW_SHARES[(i - 1) % len(MIXED_ROW_SHARES)]
-            sets[f"s{i}"], rows = mix_rows(base, self.inputs(cfg.correctness_trials + i), self.spot.generator, share)
+            sets[f"s{i}"], mixed[f"s{i}"] = mix_rows(base, self.inputs(cfg.correctness_trials + i), self.spot.generator, share)
+            rows = mixed[f"s{i}"]
             if len(rows):
                 self.spot.mixed_rows.append(rows)
         expected = {name: _flat_tensors(to_cpu(self.reference_forward(ref_model, x))) for name, x in sets.items()}
-        self.slots = InputSlots(self.process, sets, self.random, on_device=self.device.type != "cpu")
+        self.slots = InputSlots(self.process, sets, self.random, on_device=self.device.type != "cpu",
+                                mixed=mixed if self.spot.lead_rows > 1 else None)  # a batch of one is not mixed
         candidate = self._measure(expected)
         self._check_coverage()
         if self.slots.mutated():

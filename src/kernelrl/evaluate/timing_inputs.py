@@ -4,6 +4,7 @@ calls over the slots; and the summary of the per-call times."""
 
 from __future__ import annotations
 
+import ctypes
 import random
 import statistics
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from kernelrl.evaluate.guards import mutated
 
 MAX_SLOTS = 1000  # a request never repeats a slot, so k is at most the slot count
 SLOT_BYTES = 32 * 2**20  # input copies shared with the candidate for timing
+SPARSE_ROW_BYTES = 4096  # a refill writes only the rows two sets differ in where rows are at least this wide
 
 
 class InputSlots:
@@ -30,8 +32,12 @@ class InputSlots:
     and checks, before it writes, that the slot still holds what the judge put there. Slots on a device
     are never refilled (the candidate's copies live there): all the budget allows are made at once."""
 
-    def __init__(self, process: CandidateProcess, sets: dict[str, list[Any]], rng: random.Random, on_device: bool) -> None:
-        self.process, self.sets, self.names, self.rng = process, sets, list(sets), rng
+    def __init__(self, process: CandidateProcess, sets: dict[str, list[Any]], rng: random.Random, on_device: bool,
+                 mixed: dict[str, torch.Tensor] | None = None) -> None:
+        """`mixed[name]`: the leading rows in which set `name` differs from the others' base (sets made by
+        `mix_rows`); a refill then writes only the rows two sets differ in, where rows are wide."""
+        self.process, self.sets, self.names, self.rng, self.mixed = process, sets, list(sets), rng, mixed
+        self.between: dict[tuple[str, str], list[int] | None] = {}
         self.private = {name: to_cpu(values) for name, values in sets.items()}  # what a slot must hold
         in_bytes = max(1, sum(x.numel() * x.element_size() for x in sets[self.names[0]] if isinstance(x, torch.Tensor)))
         self.capacity = max(len(self.names), min(MAX_SLOTS, SLOT_BYTES // in_bytes))
@@ -82,10 +88,21 @@ class InputSlots:
             fewest = min(held[name] for name in others)
             new = self.rng.choice([name for name in others if held[name] == fewest])
             held[old], held[new] = held[old] - 1, held[new] + 1
+            rows = None if changed else self._rows_between(old, new)
             for into, source, was in zip(target, self.sets[new], self.sets[old], strict=True):
-                if isinstance(into, torch.Tensor) and (changed or source is not was):  # sets share unmixed inputs
+                if not isinstance(into, torch.Tensor) or (source is was and not changed):  # sets share unmixed inputs
+                    continue
+                if rows is None or not _copy_rows(into, source, rows):
                     into.copy_(source)
             self.content[slot] = new
+
+    def _rows_between(self, a: str, b: str) -> list[int] | None:
+        """The leading rows in which sets `a` and `b` differ, in order (None: anywhere)."""
+        if self.mixed is None:
+            return None
+        if (a, b) not in self.between:
+            self.between[a, b] = torch.cat([self.mixed[a], self.mixed[b]]).unique().tolist()
+        return self.between[a, b]
 
     def mutated(self) -> bool:
         """Whether a call changed its inputs: a used slot differed (bitwise) from the set the judge had put
@@ -97,6 +114,23 @@ class InputSlots:
         for name in self.content.values():
             held[name] += 1
         return held
+
+
+def _copy_rows(into: torch.Tensor, source: torch.Tensor, rows: list[int]) -> bool:
+    """Copy the given leading rows of `source` into `into` (runs of rows by memmove; torch's indexed
+    copies are slower than copying everything); False where rows are narrow or the layouts differ."""
+    width = into[0].numel() * into.element_size() if into.dim() >= 2 else 0
+    if width < SPARSE_ROW_BYTES or into.shape != source.shape or into.dtype != source.dtype or \
+            into.device.type != "cpu" or source.device.type != "cpu" or not (into.is_contiguous() and source.is_contiguous()):
+        return False
+    to, of, i = into.data_ptr(), source.data_ptr(), 0
+    while i < len(rows):
+        j = i + 1
+        while j < len(rows) and rows[j] == rows[j - 1] + 1:
+            j += 1
+        ctypes.memmove(to + rows[i] * width, of + rows[i] * width, (j - i) * width)
+        i = j
+    return True
 
 
 def changing_order(content: dict[str, str], k: int, rng: random.Random, previous: str = "") -> list[str]:
