@@ -36,7 +36,10 @@ class InputSlots:
                  mixed: dict[str, torch.Tensor] | None = None) -> None:
         """`mixed[name]`: the leading rows in which set `name` differs from the others' base (sets made by
         `mix_rows`); a refill then writes only the rows two sets differ in, where rows are wide."""
-        self.process, self.sets, self.names, self.rng, self.mixed = process, sets, list(sets), rng, mixed
+        self.process, self.sets, self.names, self.rng = process, sets, list(sets), rng
+        self.lead = lead_size(sets[self.names[0]])
+        wide = any(_row_bytes(x) >= SPARSE_ROW_BYTES for x in sets[self.names[0]] if isinstance(x, torch.Tensor))
+        self.mixed = mixed if wide else None
         self.between: dict[tuple[str, str], list[int] | None] = {}
         self.private = {name: to_cpu(values) for name, values in sets.items()}  # what a slot must hold
         in_bytes = max(1, sum(x.numel() * x.element_size() for x in sets[self.names[0]] if isinstance(x, torch.Tensor)))
@@ -101,7 +104,10 @@ class InputSlots:
         if self.mixed is None:
             return None
         if (a, b) not in self.between:
-            self.between[a, b] = torch.cat([self.mixed[a], self.mixed[b]]).unique().tolist()
+            either = torch.zeros(self.lead, dtype=torch.bool)
+            either[self.mixed[a]] = True
+            either[self.mixed[b]] = True
+            self.between[a, b] = either.nonzero().reshape(-1).tolist()
         return self.between[a, b]
 
     def mutated(self) -> bool:
@@ -116,10 +122,14 @@ class InputSlots:
         return held
 
 
+def _row_bytes(t: torch.Tensor) -> int:
+    return t.numel() // t.shape[0] * t.element_size() if t.dim() >= 2 and t.shape[0] else 0
+
+
 def _copy_rows(into: torch.Tensor, source: torch.Tensor, rows: list[int]) -> bool:
     """Copy the given leading rows of `source` into `into` (runs of rows by memmove; torch's indexed
     copies are slower than copying everything); False where rows are narrow or the layouts differ."""
-    width = into[0].numel() * into.element_size() if into.dim() >= 2 else 0
+    width = _row_bytes(into)
     if width < SPARSE_ROW_BYTES or into.shape != source.shape or into.dtype != source.dtype or \
             into.device.type != "cpu" or source.device.type != "cpu" or not (into.is_contiguous() and source.is_contiguous()):
         return False
