@@ -9,8 +9,10 @@ import os
 import random
 from typing import Any
 
+import pytest
 import torch
 
+from kernelrl.evaluate import timing_inputs
 from kernelrl.evaluate.exchange import dtype_name
 from kernelrl.evaluate.spot_checks import SpotPlan, read_spots
 from kernelrl.evaluate.timing_inputs import InputSlots, mix_rows
@@ -38,7 +40,8 @@ def timing_sets(count: int) -> dict[str, list[Any]]:
     return sets
 
 
-def test_slots_are_made_as_requests_need_them_and_every_call_changes_its_set() -> None:
+def test_slots_are_made_as_requests_need_them_and_every_call_changes_its_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(timing_inputs, "MIN_SLOT_SET_BYTES", 0)
     for seed, k in itertools.product(range(20), (1, 2, 5, 9, 16)):
         rng, process = random.Random(seed), FakeProcess()
         sets = timing_sets(2 + seed % 3)
@@ -58,6 +61,14 @@ def test_slots_are_made_as_requests_need_them_and_every_call_changes_its_set() -
             slots.refill(order)
         assert all(a != b for a, b in itertools.pairwise(held)), (seed, k, held)
         assert not slots.mutated()
+
+
+def test_refilled_slots_hold_at_least_the_minimum_set_of_bytes() -> None:
+    sets = {f"s{i}": [torch.randn(256, 1024)] for i in range(3)}  # 1 MiB each
+    slots = InputSlots(FakeProcess(), sets, random.Random(0), on_device=False)  # type: ignore[arg-type]
+    assert slots.count() == timing_inputs.MIN_SLOT_SET_BYTES // 2**20
+    slots.grow(40)  # more than the budget allows
+    assert slots.count() == slots.capacity == timing_inputs.SLOT_BYTES // 2**20
 
 
 def test_refills_write_only_the_rows_mixed_sets_differ_in_and_leave_exact_copies() -> None:

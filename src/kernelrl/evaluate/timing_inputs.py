@@ -17,6 +17,10 @@ from kernelrl.evaluate.guards import mutated
 
 MAX_SLOTS = 1000  # a request never repeats a slot, so k is at most the slot count
 SLOT_BYTES = 32 * 2**20  # input copies shared with the candidate for timing
+# Refilled slots hold at least this much (within SLOT_BYTES) even when k needs fewer: a timed call then
+# reads inputs from beyond its core's L2 (a few MiB), as it did with the whole budget, not ones a refill or
+# the last request left there; a loop-heavy honest kernel's share of the profile depends on it.
+MIN_SLOT_SET_BYTES = 16 * 2**20
 SPARSE_ROW_BYTES = 4096  # a refill writes only the rows two sets differ in where rows are at least this wide
 
 
@@ -27,10 +31,11 @@ class InputSlots:
     and within a request no slot repeats (k is capped at the slot count). `content[slot]` is the set a
     slot holds now.
 
-    Refilled slots are made as a request needs them (`grow`: k of them, within SLOT_BYTES), each refill
-    keeps the sets about equally held (so `changing_order` can always change the set from call to call)
-    and checks, before it writes, that the slot still holds what the judge put there. Slots on a device
-    are never refilled (the candidate's copies live there): all the budget allows are made at once."""
+    Refilled slots are made as requests need them (`grow`: k + 1, at least MIN_SLOT_SET_BYTES, at most
+    SLOT_BYTES); each refill keeps the sets about equally held (so `changing_order` can always change
+    the set from call to call) and checks, before it writes, that the slot still holds what the judge
+    put there. Slots on a device are never refilled (the candidate's copies live there): all the budget
+    allows are made at once."""
 
     def __init__(self, process: CandidateProcess, sets: dict[str, list[Any]], rng: random.Random, on_device: bool,
                  mixed: dict[str, torch.Tensor] | None = None) -> None:
@@ -50,7 +55,8 @@ class InputSlots:
         self.arenas = 0
         self.was_mutated = False
         self.previous = ""  # the set the last call held
-        self.grow(len(self.names) if self.refillable else self.capacity)
+        least = max(len(self.names), min(self.capacity, MIN_SLOT_SET_BYTES // in_bytes))
+        self.grow(least if self.refillable else self.capacity)
 
     def count(self) -> int:
         return len(self.content)
