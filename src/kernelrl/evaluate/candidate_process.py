@@ -25,33 +25,9 @@ from kernelrl.evaluate.exchange import (
     read_remote,
 )
 from kernelrl.evaluate.result import Status
+from kernelrl.evaluate.spot_checks import SMALL_OUTPUT_BYTES, SPOT_RUN, SpotPlan
 
-SPOT_PIECES = 32  # random runs of elements read from each checked output
-SPOT_RUN = 16  # elements per run
-SMALL_OUTPUT_BYTES = 64 * 1024  # outputs up to this size are read whole
 CANDIDATE_STATUSES = {"compile_error": Status.COMPILE_ERROR, "runtime_error": Status.RUNTIME_ERROR}
-
-
-class SpotPlan:
-    """Which elements of a timed call's output to read: SPOT_PIECES random runs, plus runs in the rows
-    where the timing input sets differ (`mixed_rows`, per set; for outputs whose leading size is the
-    inputs' `lead_rows`), where an answer reused from another set is wrong first. Positions come from a
-    generator seeded by the judge from the OS, which the candidate cannot see."""
-
-    def __init__(self, seed: int) -> None:
-        self.generator = torch.Generator().manual_seed(seed)
-        self.lead_rows = 0
-        self.mixed_rows: list[torch.Tensor] = []
-
-    def starts(self, shape: list[int], numel: int, run: int) -> list[int]:
-        g = self.generator
-        parts = [torch.randint(0, numel - run + 1, (SPOT_PIECES,), generator=g)]
-        row = numel // shape[0] if shape and shape[0] == self.lead_rows else 0
-        if row:
-            for rows in self.mixed_rows:
-                picked = rows[torch.randint(0, len(rows), (min(SPOT_PIECES // 2, len(rows)),), generator=g)]
-                parts.append((picked * row + torch.randint(0, row, picked.shape, generator=g)).clamp(max=numel - run))
-        return torch.cat(parts).sort().values.tolist()
 
 
 class StageFailed(Exception):
@@ -156,12 +132,22 @@ class CandidateProcess:
         """The outputs of the given calls of the last request, read from the candidate's memory. With
         `spot`, a flat list of (positions, values, shape) per tensor leaf: runs of elements chosen by the
         plan (small outputs whole); else the whole output structure."""
+        described = self.describe(calls)
+        if spot:
+            return [self.read_spot(leaves, spot) for leaves in described]
+        return [self._rebuild(desc) for desc in described]
+
+    def describe(self, calls: list[int], leaves: bool = False) -> list[Any]:
+        """How the candidate describes the outputs of the given calls of the last request; with `leaves`,
+        each call's as its flat list of tensor leaves (anything else there cannot be checked)."""
         described = self.request({"op": "describe", "calls": calls})["outputs"]
         if not isinstance(described, list) or len(described) != len(calls):
             raise StageFailed(Status.REJECTED, "[forged-message] the candidate process described the wrong outputs")
-        if spot:
-            return [[self._read_tensor(d, spot) for d in _leaves(desc)] for desc in described]
-        return [self._rebuild(desc) for desc in described]
+        return [_leaves(desc) for desc in described] if leaves else described
+
+    def read_spot(self, leaves: list[Any], spot: SpotPlan) -> list[Any]:
+        """(positions, values, shape) of each described tensor leaf of one call: runs chosen by `spot`."""
+        return [self._read_tensor(d, spot) for d in leaves]
 
     def _rebuild(self, desc: Any) -> Any:
         if not isinstance(desc, dict):

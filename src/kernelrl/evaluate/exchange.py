@@ -78,10 +78,9 @@ class Arena:
             offset += -(-layout[name].nbytes // ALIGN) * ALIGN
         fd = os.memfd_create("kernelrl-arena", os.MFD_CLOEXEC)
         os.ftruncate(fd, max(offset, ALIGN))
-        arena = cls(fd, offset, layout)
-        for name, t in tensors.items():
-            arena.tensors[name].copy_(t.detach().to("cpu"))
-        return arena
+        for name, t in tensors.items():  # written through the file: no page faults in a fresh mapping
+            _write_at(fd, t.detach().to("cpu").contiguous(), layout[name].offset)
+        return cls(fd, offset, layout)
 
     def describe(self) -> dict[str, Any]:
         return {"size": self.size, "layout": {k: [s.offset, s.dtype, s.shape] for k, s in self.layout.items()}}
@@ -105,6 +104,16 @@ class Arena:
         except BufferError:  # a view is still alive somewhere: the mapping goes with the process
             pass
         os.close(self.fd)
+
+
+def _write_at(fd: int, t: torch.Tensor, offset: int) -> None:
+    """Write a contiguous CPU tensor's bytes into file `fd` at `offset`."""
+    nbytes, done = t.numel() * t.element_size(), 0
+    if not nbytes:
+        return
+    view = memoryview((ctypes.c_char * nbytes).from_address(t.data_ptr())).cast("B")
+    while done < nbytes:
+        done += os.pwrite(fd, view[done:], offset + done)
 
 
 # -- values -------------------------------------------------------------------------------------------
@@ -204,18 +213,28 @@ def read_remote(pid: int, pieces: list[tuple[int, int]], into: int | None = None
     to local address `into` (which must hold them all; then None is returned).
 
     Raises OSError when any piece cannot be read (an address the candidate does not map)."""
-    total = sum(n for _, n in pieces)
+    if any(not 0 <= a < 2**63 or not 0 <= n < 2**63 for a, n in pieces):
+        raise OSError(14, "could not read the candidate's output (address out of range)")
+    iov = torch.tensor(pieces, dtype=torch.int64).reshape(-1, 2)
+    total = int(iov[:, 1].sum()) if len(pieces) else 0
     out = ctypes.create_string_buffer(max(total, 1)) if into is None else None
-    base = ctypes.addressof(out) if out is not None else into
+    read_remote_iov(pid, iov, ctypes.addressof(out) if out is not None else into)  # type: ignore[arg-type]
+    return out.raw[:total] if out is not None else None
+
+
+def read_remote_iov(pid: int, iov: torch.Tensor, into: int) -> None:
+    """Read the (address, length) rows of `iov` (an int64 tensor laid out as `struct iovec[]`) of process
+    `pid`'s memory, concatenated, to local address `into`. Raises OSError when any cannot be read."""
+    iov = iov.contiguous()
+    lengths = iov[:, 1].tolist()
     done = 0
-    for start in range(0, len(pieces), MAX_IOV):
-        chunk = pieces[start : start + MAX_IOV]
-        want = sum(n for _, n in chunk)
-        local = _IoVec(base + done, want)
-        remote = (_IoVec * len(chunk))(*[_IoVec(a, n) for a, n in chunk])
-        got = _libc.process_vm_readv(pid, ctypes.byref(local), 1, remote, len(chunk), 0)
+    for start in range(0, len(lengths), MAX_IOV):
+        count = min(MAX_IOV, len(lengths) - start)
+        want = sum(lengths[start : start + count])
+        local = _IoVec(into + done, want)
+        remote = ctypes.c_void_p(iov.data_ptr() + start * 16)
+        got = _libc.process_vm_readv(pid, ctypes.byref(local), 1, remote, count, 0)
         if got != want:
             err = ctypes.get_errno()
             raise OSError(err, f"could not read the candidate's output ({os.strerror(err) if got < 0 else 'short read'})")
         done += want
-    return out.raw[:total] if out is not None else None

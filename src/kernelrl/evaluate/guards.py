@@ -134,11 +134,27 @@ def mutated(before: list[Any], after: list[Any]) -> bool:
     return False
 
 
+@functools.cache
+def _libc_memcmp() -> Any:
+    import ctypes
+
+    memcmp = ctypes.CDLL(None).memcmp
+    memcmp.restype, memcmp.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    return memcmp
+
+
+def _memcmp(a: int, b: int, nbytes: int) -> int:
+    """libc memcmp: a bitwise comparison at memory speed (torch.equal is ~10x slower on a CPU)."""
+    return int(_libc_memcmp()(a, b, nbytes))
+
+
 def _same_bits(b: torch.Tensor, a: torch.Tensor) -> bool:
     if b.shape != a.shape or b.dtype != a.dtype:
         return False
     if not (b.is_contiguous() and a.is_contiguous()) or b.dtype.is_complex or b.numel() == 0:
         return torch.equal(b, a) or torch.equal(b.nan_to_num(), a.nan_to_num())
+    if b.device.type == "cpu" and a.device.type == "cpu":
+        return _memcmp(b.data_ptr(), a.data_ptr(), b.numel() * b.element_size()) == 0
     b_bytes, a_bytes = b.reshape(-1).view(torch.uint8), a.reshape(-1).view(torch.uint8)
     if b_bytes.numel() % 8 == 0:
         return torch.equal(b_bytes.view(torch.int64), a_bytes.view(torch.int64))

@@ -36,7 +36,7 @@ import torch
 
 from kernelrl.evaluate.backends import Backend, get_backend
 from kernelrl.evaluate.candidate import Candidate
-from kernelrl.evaluate.candidate_process import CandidateProcess, SpotPlan, StageFailed
+from kernelrl.evaluate.candidate_process import CandidateProcess, StageFailed
 from kernelrl.evaluate.compare import compare_outputs
 from kernelrl.evaluate.config import EvalConfig
 from kernelrl.evaluate.coverage import PROFILE_MAX_S, coverage_failure, coverage_record, profile_settled
@@ -54,6 +54,7 @@ from kernelrl.evaluate.guards import (
 from kernelrl.evaluate.loading import CANDIDATE_FILE, TASK_FILE, load_module
 from kernelrl.evaluate.perf_sampler import sampling_method
 from kernelrl.evaluate.result import Correctness, EvalResult, StageReport, Status, Timing
+from kernelrl.evaluate.spot_checks import SpotPlan, read_spots
 from kernelrl.evaluate.static import run_static_checks
 from kernelrl.evaluate.timing_inputs import (
     MAX_SLOTS,
@@ -77,6 +78,7 @@ SAMPLING_HZ = {"perf": 2000.0, "ptrace": 1000.0}  # timed calls: perf costs ~not
 PROFILE_MORE_HZ = 4000.0  # untimed extra profile: the sampler's cost no longer matters
 PROFILE_LOOK_S = 0.01  # how often an untimed extra profile asks whether it has settled
 CHECKED_CALLS = 16  # calls per timed request whose outputs are spot-checked (the last always, the others at random)
+SHARED_TRIALS_BYTES = 16 * 2**20  # correctness trials whose inputs together are this small share one arena
 MIN_CHECKED_CALLS = 32  # checked calls per measurement: more requests when k is small (within the timing budget)
 
 
@@ -135,13 +137,13 @@ class Judge:
 
     def init(self, compile_candidate: bool = False) -> torch.nn.Module:
         seed = self.task.seed + self.config.seed
-        torch.manual_seed(seed)
+        seed_torch(seed)
         try:
             init_inputs = self.reference.get_init_inputs()
         except Exception as exc:
             raise task_failure("the task's get_init_inputs() failed", exc) from None
         try:
-            torch.manual_seed(seed)
+            seed_torch(seed)
             ref_model = self.reference.Model(*init_inputs).to(self.device)
         except Exception as exc:
             raise task_failure("the task's Model(*get_init_inputs()) failed", exc) from None
@@ -160,7 +162,7 @@ class Judge:
         return ref_model
 
     def inputs(self, trial: int) -> list[Any]:
-        torch.manual_seed(self.task.seed + self.config.seed + 1000 + trial)
+        seed_torch(self.task.seed + self.config.seed + 1000 + trial)
         try:
             inputs = self.reference.get_inputs()
             return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
@@ -181,12 +183,18 @@ class Judge:
         detail = Correctness(trials=trials, passed=0, rtol=rtol, atol=atol)
         self.result.correctness = detail
         torch_ops: dict[str, int] = {}
+        made = {"t0": self.inputs(0)}
+        if trials * _input_bytes(made["t0"]) <= SHARED_TRIALS_BYTES:  # small: all trials in one arena
+            made |= {f"t{trial}": self.inputs(trial) for trial in range(1, trials)}
+        shared: dict[str, list[Any]] = {}
         for trial in range(trials):
-            inputs = self.inputs(trial)
+            self.trial_set = name = f"t{trial}"
+            inputs = made.pop(name) if name in made else self.inputs(trial)
             expected = self.reference_forward(ref_model, inputs)
-            shared = self.process.send_inputs("trial", {"t": inputs})
+            if name not in shared:
+                shared = self.process.send_inputs("trial", {name: inputs, **made})
             try:
-                reply = self.process.request({"op": "call", "sets": ["t"], "count": True})
+                reply = self.process.request({"op": "call", "sets": [name], "count": True})
             except StageFailed as failure:
                 detail.failing_trial = trial
                 if failure.status == Status.RUNTIME_ERROR:
@@ -195,7 +203,7 @@ class Judge:
             actual = self.process.read_outputs([0])[0]
             if guards:
                 self._check_feedback_counters(reply, torch_ops)
-                if trial <= 1 and mutated(to_cpu(inputs), shared["t"]):  # the timed calls are checked as a whole
+                if trial <= 1 and mutated(to_cpu(inputs), shared[name]):  # the timed calls are checked as a whole
                     raise StageFailed(Status.REJECTED, "[input-mutation] the candidate modified its inputs; write results to new tensors")
             outcome = compare_outputs(to_cpu(expected), actual, rtol, atol)
             detail.max_abs_error = max(detail.max_abs_error, outcome.max_abs_error)
@@ -217,7 +225,7 @@ class Judge:
         if not declared:
             self.result.notes.append("no __global__ function found in the source: kernel names not checked")
             return
-        launched = [str(k) for k in self.process.request({"op": "launched_kernels", "set": "t"})["kernels"]]
+        launched = [str(k) for k in self.process.request({"op": "launched_kernels", "set": self.trial_set})["kernels"]]
         if not launched_own_kernel(declared, launched):
             seen = ", ".join(sorted(set(launched))[:5]) or "no kernels"
             raise StageFailed(
@@ -262,13 +270,16 @@ class Judge:
         self.result.timing = timing
         base = self.inputs(cfg.correctness_trials)
         sets, self.spot.lead_rows = {"s0": base}, lead_size(base)
+        mixed = {"s0": torch.empty(0, dtype=torch.long)}  # the rows each set took from another draw
         for i in range(1, cfg.timing_input_sets):  # shares 1/64, 1/4, 1/64, 1/4, ... of rows from a fresh draw
             share = MIXED_ROW_SHARES[(i - 1) % len(MIXED_ROW_SHARES)]
-            sets[f"s{i}"], rows = mix_rows(base, self.inputs(cfg.correctness_trials + i), self.spot.generator, share)
+            sets[f"s{i}"], mixed[f"s{i}"] = mix_rows(base, self.inputs(cfg.correctness_trials + i), self.spot.generator, share)
+            rows = mixed[f"s{i}"]
             if len(rows):
                 self.spot.mixed_rows.append(rows)
         expected = {name: _flat_tensors(to_cpu(self.reference_forward(ref_model, x))) for name, x in sets.items()}
-        self.slots = InputSlots(self.process, sets, self.random, on_device=self.device.type != "cpu")
+        self.slots = InputSlots(self.process, sets, self.random, on_device=self.device.type != "cpu",
+                                mixed=mixed if self.spot.lead_rows > 1 else None)  # a batch of one is not mixed
         candidate = self._measure(expected)
         self._check_coverage()
         if self.slots.mutated():
@@ -297,13 +308,16 @@ class Judge:
         of the timing sets; slots are refilled with other sets between requests); after each request the
         outputs of a few random calls (and the last) are spot-checked."""
         cfg, slots = self.config, self.slots
-        warm_ms = self._timed_request(slots.order(max(1, cfg.warmup)))[0]
-        slots.refill()
+        slots.grow(max(1, cfg.warmup))
+        warm_order = slots.order(max(1, cfg.warmup))
+        warm_ms = self._timed_request(warm_order)[0]
+        slots.refill(warm_order)
         round_trip = min(self._timed_request([])[0] for _ in range(3))
         call_ms = max((warm_ms - round_trip) / max(1, cfg.warmup), 1e-4)
         out_bytes = max(1, sum(t.numel() * t.element_size() for t in next(iter(expected.values()))))
         k = math.ceil(max(MIN_REQUEST_MS, round_trip / REQUEST_OVERHEAD_SHARE) / call_ms)
-        k = max(1, min(k, MAX_CALLS_PER_REQUEST, KEPT_OUTPUT_BYTES // out_bytes, slots.count()))
+        k = max(1, min(k, MAX_CALLS_PER_REQUEST, KEPT_OUTPUT_BYTES // out_bytes, slots.capacity))
+        slots.grow(k + 1)  # one spare: the set then changes from call to call across requests too
         # About `timing_trials` calls in all (at least 5 requests), within the time budget.
         # A candidate that makes its first calls slow gets k = 1; it still meets MIN_CHECKED_CALLS checks.
         wanted = max(math.ceil(cfg.timing_trials / k), math.ceil(MIN_CHECKED_CALLS / min(k, CHECKED_CALLS)))
@@ -330,8 +344,25 @@ class Judge:
         """Spot-check the outputs of the last call and of CHECKED_CALLS - 1 random others."""
         k = len(order)
         checked = sorted({k - 1, *self.random.sample(range(k), min(CHECKED_CALLS - 1, k))})
-        for call, outputs in zip(checked, self.process.read_outputs(checked, self.spot), strict=True):
-            self._spot_check(outputs, expected[self.slots.content[order[call]]])
+        self._check_calls(checked, [expected[self.slots.content[order[call]]] for call in checked])
+
+    def _check_calls(self, calls: list[int], wants: list[list[torch.Tensor]]) -> None:
+        """Spot-check the outputs of the given calls of the last request (`wants`: each one's expected
+        outputs): read and compared all at once, or call by call where something is irregular (a wrong
+        shape, dtype or count of outputs, an unreadable one), which says what."""
+        process = self.process
+        described = process.describe(calls, leaves=True)
+        batch = read_spots(process.pid, described, wants, self.spot, process.max_output_bytes)
+        if batch is None:
+            for outputs, want in zip([process.read_spot(leaves, self.spot) for leaves in described], wants, strict=True):
+                self._spot_check(outputs, want)
+            return
+        rtol, atol = self._tolerance()
+        for leaf in batch:
+            outcome = compare_outputs(leaf.expected, leaf.values, rtol, atol)
+            if not outcome.ok:  # the first wrong call says how
+                wrong = (compare_outputs(leaf.expected[i], leaf.values[i], rtol, atol) for i in range(len(calls)))
+                _stale_output(next((o for o in wrong if not o.ok), outcome).message)
 
     def _start_sampler(self, hz: float) -> Any:
         if self.own_objects is None:
@@ -372,7 +403,7 @@ class Judge:
                         break
                 order = self.slots.order(k)
                 self._timed_request(order)
-                self._spot_check(self.process.read_outputs([k - 1], self.spot)[0], expected[self.slots.content[order[-1]]])
+                self._check_calls([k - 1], [expected[self.slots.content[order[-1]]]])
                 self.slots.refill(order)
         finally:
             self._record_coverage(sampler.stop(), time.perf_counter() - start, self.process.cpu_seconds() - cpu_start)
@@ -394,11 +425,7 @@ class Judge:
             reference = want.reshape(-1)[positions] if positions is not None else want
             outcome = compare_outputs(reference, values, rtol, atol)
             if not outcome.ok:
-                raise StageFailed(
-                    Status.REJECTED,
-                    "[stale-output] a timed call returned a wrong result (outputs cached across calls, work skipped, "
-                    f"or finished after the call returned): {outcome.message}",
-                )
+                _stale_output(outcome.message)
 
     def _check_plausible(self, ref_model: torch.nn.Module, sets: dict[str, list[Any]],
                          expected: dict[str, list[torch.Tensor]], first: Measurement) -> Measurement:
@@ -479,6 +506,29 @@ def task_failure(what: str, exc: BaseException) -> StageFailed:
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == TASK_FILE]
     where = f" at {TASK_FILE} line {frames[-1].lineno}" if frames else ""
     return StageFailed(Status.RUNTIME_ERROR, f"{what}: {cause + ' (' + text + ')' if cause else text}{where}")
+
+
+def _input_bytes(inputs: list[Any]) -> int:
+    return sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+
+
+def seed_torch(seed: int) -> None:
+    """`torch.manual_seed`, less its cost where no accelerator can be used: there it formats a stack trace
+    per accelerator kind for a lazy seeding that can never run (~0.25 ms a call)."""
+    accelerated = torch.cuda.is_available() or torch.backends.mps.is_available() or (
+        hasattr(torch, "xpu") and torch.xpu.is_available())
+    if accelerated:
+        torch.manual_seed(seed)
+    else:
+        torch.default_generator.manual_seed(seed)
+
+
+def _stale_output(message: str) -> None:
+    raise StageFailed(
+        Status.REJECTED,
+        "[stale-output] a timed call returned a wrong result (outputs cached across calls, work skipped, "
+        f"or finished after the call returned): {message}",
+    )
 
 
 def _flat_tensors(output: Any) -> list[torch.Tensor]:

@@ -1,0 +1,132 @@
+"""The judge's timing inputs and spot checks, without a candidate process: slots made as requests need
+them, refilled so that every call changes its input set, mutation found; several calls' outputs read at
+once from a process's memory (this one's)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+from typing import Any
+
+import pytest
+import torch
+
+from kernelrl.evaluate import timing_inputs
+from kernelrl.evaluate.exchange import dtype_name
+from kernelrl.evaluate.spot_checks import SpotPlan, read_spots
+from kernelrl.evaluate.timing_inputs import InputSlots, mix_rows
+
+
+class FakeProcess:
+    """Stands in for the candidate process: 'shared' copies are plain clones."""
+
+    def __init__(self) -> None:
+        self.arenas: list[str] = []
+
+    def send_inputs(self, name: str, sets: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        self.arenas.append(name)
+        return {slot: [x.clone() if isinstance(x, torch.Tensor) else x for x in values] for slot, values in sets.items()}
+
+
+def timing_sets(count: int) -> dict[str, list[Any]]:
+    base = torch.randn(64)
+    weight = torch.randn(8)  # shared by every set, as an input mix_rows leaves alone
+    sets = {}
+    for i in range(count):
+        x = base.clone()
+        x[i::7] = float(i)
+        sets[f"s{i}"] = [x, weight]
+    return sets
+
+
+def test_slots_are_made_as_requests_need_them_and_every_call_changes_its_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(timing_inputs, "MIN_SLOT_SET_BYTES", 0)
+    for seed, k in itertools.product(range(20), (1, 2, 5, 9, 16)):
+        rng, process = random.Random(seed), FakeProcess()
+        sets = timing_sets(2 + seed % 3)
+        slots = InputSlots(process, sets, rng, on_device=False)  # type: ignore[arg-type]
+        assert slots.count() == len(sets)
+        warm = slots.order(3)
+        slots.refill(warm)
+        slots.grow(k + 1)
+        assert slots.count() == max(len(sets), k + 1) and len(process.arenas) == (1 if k + 1 <= len(sets) else 2)
+        held = [slots.previous]
+        for _ in range(6):
+            order = slots.order(k)
+            assert len(set(order)) == k  # no slot repeats within a request
+            held += [slots.content[slot] for slot in order]
+            for slot in order:
+                assert all(torch.equal(a, b) for a, b in zip(slots.shared[slot], sets[slots.content[slot]], strict=True))
+            slots.refill(order)
+        assert all(a != b for a, b in itertools.pairwise(held)), (seed, k, held)
+        assert not slots.mutated()
+
+
+def test_refilled_slots_hold_at_least_the_minimum_set_of_bytes() -> None:
+    sets = {f"s{i}": [torch.randn(256, 1024)] for i in range(3)}  # 1 MiB each
+    slots = InputSlots(FakeProcess(), sets, random.Random(0), on_device=False)  # type: ignore[arg-type]
+    assert slots.count() == timing_inputs.MIN_SLOT_SET_BYTES // 2**20
+    slots.grow(40)  # more than the budget allows
+    assert slots.count() == slots.capacity == timing_inputs.SLOT_BYTES // 2**20
+
+
+def test_refills_write_only_the_rows_mixed_sets_differ_in_and_leave_exact_copies() -> None:
+    generator = torch.Generator().manual_seed(0)
+    base = [torch.randn(64, 2048), torch.randn(3), 4]  # rows of 8 KiB: refilled row by row
+    sets, mixed = {"s0": base}, {"s0": torch.empty(0, dtype=torch.long)}
+    for i, share in ((1, 1 / 64), (2, 0.25), (3, 1 / 64)):
+        sets[f"s{i}"], mixed[f"s{i}"] = mix_rows(base, [torch.randn(64, 2048), torch.randn(3), 4], generator, share)
+    slots = InputSlots(FakeProcess(), sets, random.Random(1), on_device=False, mixed=mixed)  # type: ignore[arg-type]
+    slots.grow(6)
+    for _ in range(10):
+        order = slots.order(5)
+        slots.refill(order)
+        for slot, name in slots.content.items():
+            assert all(torch.equal(a, b) for a, b in zip(slots.shared[slot][:2], sets[name][:2], strict=True))
+    assert not slots.mutated()
+
+
+def test_a_changed_slot_is_found_at_its_refill_and_restored() -> None:
+    slots = InputSlots(FakeProcess(), timing_sets(3), random.Random(0), on_device=False)  # type: ignore[arg-type]
+    order = slots.order(2)
+    slots.shared[order[0]][1][3] += 1.0  # the input every set shares: skipped by a plain refill
+    slots.refill(order)
+    assert slots.mutated()
+    assert torch.equal(slots.shared[order[0]][1], slots.sets[slots.content[order[0]]][1])
+
+
+def test_a_slot_changed_outside_its_call_is_found_at_the_end() -> None:
+    slots = InputSlots(FakeProcess(), timing_sets(3), random.Random(0), on_device=False)  # type: ignore[arg-type]
+    assert not slots.mutated()
+    slots.shared["x2"][0].view(torch.int32)[5] ^= 1  # one bit
+    assert slots.mutated()
+
+
+def describe(t: torch.Tensor) -> dict[str, Any]:
+    return {"tensor": [t.data_ptr(), list(t.shape), dtype_name(t.dtype), t.numel() * t.element_size()]}
+
+
+def test_several_calls_are_spot_read_at_once() -> None:
+    spot = SpotPlan(1)
+    for shape in ((4, 100), (64, 1024)):  # read whole, and as runs of elements
+        wants = [[torch.randn(shape)] for _ in range(3)]
+        outputs = [wants[i % 3][0].clone() for i in range(5)]
+        batch = read_spots(os.getpid(), [[describe(o)] for o in outputs], [wants[i % 3] for i in range(5)], spot, 2**30)
+        assert batch is not None and len(batch) == 1
+        assert batch[0].values.shape[0] == 5 and torch.equal(batch[0].values, batch[0].expected)
+        outputs[3].fill_(0.5)  # one call wrong everywhere: every row of its read differs
+        batch = read_spots(os.getpid(), [[describe(o)] for o in outputs], [wants[i % 3] for i in range(5)], spot, 2**30)
+        assert batch is not None
+        differs = (batch[0].values != batch[0].expected).any(dim=1).tolist()
+        assert differs == [False, False, False, True, False]
+
+
+def test_an_irregular_output_is_left_to_the_call_by_call_check() -> None:
+    spot, want = SpotPlan(2), [torch.randn(16, 16)]
+    good = want[0].clone()
+    for odd in (want[0].double(), want[0].reshape(256), want[0][:8].clone()):
+        assert read_spots(os.getpid(), [[describe(good)], [describe(odd)]], [want, want], spot, 2**30) is None
+    assert read_spots(os.getpid(), [[describe(good), describe(good)]], [want], spot, 2**30) is None  # two outputs, one expected
+    unmapped = {"tensor": [8, [16, 16], "float32", 1024]}
+    assert read_spots(os.getpid(), [[unmapped]], [want], spot, 2**30) is None
