@@ -142,8 +142,7 @@ class AgentProtocol(EpisodeProtocol):
         return extract_code(self.answer(text))
 
     def feedback(self, result: Verdict, count: TokenCounter | None = None) -> str:
-        data = result.to_dict() if isinstance(result, EvalResult) else result
-        return format_feedback(data, self.feedback_mode, self.feedback_tokens, self.target_speedup,
+        return format_feedback(result, self.feedback_mode, self.feedback_tokens, self.target_speedup,
                                count or self.count_tokens)
 
     def next_turn_ids(self, tok: Any, feedback: str, response_ids: list[int]) -> list[int]:

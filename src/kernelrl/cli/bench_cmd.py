@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelrl.backend_names import BACKEND_NAMES
-from kernelrl.cli.config_args import add_config_arguments, config_error
+from kernelrl.cli.config_args import add_config_arguments, resolve_config
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -147,17 +147,16 @@ def build_policy(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from kernelrl.bench import ResumeMismatch, run_bench, write_report
-    from kernelrl.config import ConfigError
     from kernelrl.tasks import TaskError, load_tasks
 
-    try:
-        config = bench_config(args)
+    def build() -> Any:
+        loaded = bench_config(args)
         _check_policy_name(args.policy)
-    except ConfigError as exc:
-        return config_error("bench", exc)
-    if args.print_config:
-        print(config.to_yaml(), end="")
-        return 0
+        return loaded
+
+    config, status = resolve_config("bench", build, args.print_config)
+    if status is not None:
+        return status
     suite = args.suite or config.suite  # the flag, or the config's `suite`
     if not suite:
         print("error: --suite is required (or use an action: compare, report, export)", file=sys.stderr)

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
+
+C = TypeVar("C")
 
 # `kernelrl.train.config.PRESET_DIR`, found without importing the trainer (`kernelrl --help` stays fast)
 TRAIN_PRESET_DIR = Path(__file__).resolve().parents[1] / "train" / "presets"
@@ -31,3 +35,20 @@ def config_error(command: str, exc: Exception) -> int:
     """Report a config that does not load (before any work) and return the exit status 2."""
     print(f"kernelrl {command}: {exc}", file=sys.stderr)
     return 2
+
+
+def resolve_config(command: str, build: Callable[[], C], print_config: bool,
+                   shown: Callable[[C], Any] | None = None) -> tuple[C | None, int | None]:
+    """The config `build` makes, and the exit status when the command ends here: 2 when it does not load
+    (reported, before any work), 0 after ``--print-config`` printed it (`shown`: what to print instead,
+    e.g. with secrets hidden); None: go on with the config."""
+    from kernelrl.config import ConfigError
+
+    try:
+        cfg = build()
+    except ConfigError as exc:
+        return None, config_error(command, exc)
+    if print_config:
+        sys.stdout.write((shown(cfg) if shown else cfg).to_yaml())  # type: ignore[attr-defined]
+        return cfg, 0
+    return cfg, None

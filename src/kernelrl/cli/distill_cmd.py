@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import TYPE_CHECKING
 
-from kernelrl.cli.config_args import add_config_arguments, config_error, train_presets
+from kernelrl.cli.config_args import add_config_arguments, resolve_config, train_presets
 
 if TYPE_CHECKING:
     from kernelrl.train.config import TrainConfig
@@ -36,15 +35,10 @@ def config(args: argparse.Namespace) -> TrainConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kernelrl.config import ConfigError
 
-    try:
-        cfg = config(args)
-    except ConfigError as exc:
-        return config_error("distill", exc)
-    if args.print_config:
-        sys.stdout.write(cfg.to_yaml())
-        return 0
+    cfg, status = resolve_config("distill", lambda: config(args), args.print_config)
+    if status is not None:
+        return status
     from kernelrl.train.distill import run_distill
 
     summary = run_distill(cfg)

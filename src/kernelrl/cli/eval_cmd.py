@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from kernelrl.backend_names import BACKEND_NAMES
-from kernelrl.cli.config_args import add_config_arguments, config_error
+from kernelrl.cli.config_args import add_config_arguments, resolve_config
 from kernelrl.tasks.examples import example_path
 
 if TYPE_CHECKING:
@@ -57,18 +57,13 @@ def eval_config(args: argparse.Namespace) -> EvalConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kernelrl.config import ConfigError
     from kernelrl.evaluate import Candidate, EvalPool
     from kernelrl.evaluate.render import print_result
     from kernelrl.tasks import TaskError, load_tasks
 
-    try:
-        config = eval_config(args)
-    except ConfigError as exc:
-        return config_error("eval", exc)
-    if args.print_config:
-        sys.stdout.write(config.to_yaml())
-        return 0
+    config, status = resolve_config("eval", lambda: eval_config(args), args.print_config)
+    if status is not None:
+        return status
     task_path = args.task or example_path(DEFAULT_TASK)
     candidate_path = args.candidate or (example_path(DEFAULT_CANDIDATE) if not args.task else None)
     if candidate_path is None:

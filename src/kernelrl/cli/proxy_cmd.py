@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from kernelrl.cli.config_args import add_config_arguments, config_error
+from kernelrl.cli.config_args import add_config_arguments, resolve_config
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -23,16 +23,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _run(args: argparse.Namespace) -> int:
-    from kernelrl.config import ConfigError
     from kernelrl.proxy.config import build_config
 
-    try:
-        cfg = build_config(args.preset, args.config, [*args.set, *args.overrides])
-    except ConfigError as err:
-        return config_error("proxy run", err)
-    if args.print_config:
-        sys.stdout.write(cfg.to_yaml())
-        return 0
+    cfg, status = resolve_config("proxy run", lambda: build_config(args.preset, args.config, [*args.set, *args.overrides]),
+                                 args.print_config)
+    if status is not None:
+        return status
     from kernelrl.proxy.experiment import run_experiment
 
     out = Path(args.out or f"runs/proxy/{cfg.preset}-{time.strftime('%Y%m%d-%H%M%S')}")

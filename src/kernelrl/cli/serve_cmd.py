@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import Any
 
-from kernelrl.cli.config_args import add_config_arguments, config_error
+from kernelrl.cli.config_args import add_config_arguments, resolve_config
 
 # flags that are `ServeOptions` fields of the same name
 FLAGS = ("host", "port", "token", "db", "tasks", "workers", "ray_address", "ray_slots", "max_body_mb", "max_queue",
@@ -44,18 +44,13 @@ def options(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kernelrl.config import ConfigError
     from kernelrl.serve.server import ServeConfigError, run_server
     from kernelrl.tasks import TaskError
 
-    try:
-        opts = options(args)
-    except ConfigError as exc:
-        return config_error("serve", exc)
-    if args.print_config:
-        shown = opts.model_copy(update={"token": "<set>"}) if opts.token else opts  # never echo the secret
-        sys.stdout.write(shown.to_yaml())
-        return 0
+    opts, status = resolve_config("serve", lambda: options(args), args.print_config,  # never echo the secret:
+                                  shown=lambda o: o.model_copy(update={"token": "<set>"}) if o.token else o)
+    if status is not None:
+        return status
     try:
         opts.check()
         run_server(opts)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from kernelrl.cli.config_args import add_config_arguments, config_error, train_presets
+from kernelrl.cli.config_args import add_config_arguments, resolve_config, train_presets
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,17 +43,12 @@ def resolve(args: argparse.Namespace) -> object:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kernelrl.config import ConfigError
 
-    try:
-        cfg = resolve(args)
-    except ConfigError as exc:
-        return config_error("train", exc)
+    cfg, status = resolve_config("train", lambda: resolve(args), args.print_config)
+    if status is not None:
+        return status
     from kernelrl.train.job import run_train
 
-    if args.print_config:
-        print(cfg.to_yaml())  # type: ignore[attr-defined]
-        return 0
     summary = run_train(cfg, resume=args.resume)  # type: ignore[arg-type]
     for name, d in summary.get("stages", {}).items():
         print(f"after {name}: held-out pass rate {d['heldout']['pass_rate']:.3f}, fast_1 {d['heldout']['fast_1']:.3f}")

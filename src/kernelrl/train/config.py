@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from kernelrl import config as _config
 from kernelrl.backend_names import BACKEND_NAMES
@@ -26,6 +26,19 @@ def _known(registry: Any, kind: str, name: str) -> str:
     if name not in registry:
         raise ValueError(f"unknown {kind} {name!r}; known: {', '.join(registry)}")
     return name
+
+
+#: RL config fields naming a `kernelrl.rl` registry entry: field -> (registry, what it holds)
+_RL_REGISTRIES = {"algo": ("ADVANTAGE_ESTIMATORS", "advantage estimator"),
+                  "loss_agg": ("LOSS_AGGREGATIONS", "loss aggregation"), "kl_kind": ("KL_PENALTIES", "KL penalty")}
+
+
+def _known_rl(field: str, name: str) -> str:
+    """`name` if the `kernelrl.rl` registry of `field` holds it (imported only once a config names one: torch)."""
+    import kernelrl.rl
+
+    registry, kind = _RL_REGISTRIES[field]
+    return _known(getattr(kernelrl.rl, registry), kind, name)
 
 
 class ModelConfig(_Section):
@@ -141,31 +154,15 @@ class RLConfig(_Section):
     gae_lambda: float = Field(0.95, ge=0, le=1)
     value_clip: float = Field(0.2, gt=0)
 
-    @field_validator("algo")
+    @field_validator("algo", "loss_agg", "kl_kind")
     @classmethod
-    def _known_algo(cls, name: str) -> str:
-        from kernelrl.rl import ADVANTAGE_ESTIMATORS  # torch: only once a config names an estimator
-
-        return _known(ADVANTAGE_ESTIMATORS, "advantage estimator", name)
+    def _known_rl_name(cls, name: str, info: ValidationInfo) -> str:
+        return _known_rl(info.field_name or "", name)
 
     @field_validator("reward")
     @classmethod
     def _known_reward(cls, name: str) -> str:
         return _known(REWARDS, "reward", name)
-
-    @field_validator("loss_agg")
-    @classmethod
-    def _known_loss_agg(cls, name: str) -> str:
-        from kernelrl.rl import LOSS_AGGREGATIONS
-
-        return _known(LOSS_AGGREGATIONS, "loss aggregation", name)
-
-    @field_validator("kl_kind")
-    @classmethod
-    def _known_kl(cls, name: str) -> str:
-        from kernelrl.rl import KL_PENALTIES
-
-        return _known(KL_PENALTIES, "KL penalty", name)
 
     @model_validator(mode="after")
     def _mismatch_well_formed(self) -> RLConfig:
@@ -254,7 +251,6 @@ class TrainEvalConfig(EvalConfig):
         return EvalConfig.model_validate({**data, "torch_ops": "allow"} if hybrid else data)
 
 
-EvalSection = TrainEvalConfig  # the earlier name
 
 
 class DistillConfig(_Section):
@@ -315,7 +311,7 @@ class WarmupStage(_Section):
     @field_validator("algo")
     @classmethod
     def _known_algo(cls, name: str) -> str:
-        return RLConfig._known_algo(name)
+        return _known_rl("algo", name)
 
 
 class RFTStage(_Section):

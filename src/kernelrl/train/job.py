@@ -147,9 +147,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
             save_weights(model, run / "sft_policy.safetensors")  # the pre-RL reference (Direct-OPD's teacher_ref)
         max_ctx = cfg.model.max_positions
         trainer = RLTrainer(cfg.rl, model, tok, cache, train_items, seed=cfg.seed, max_context=max_ctx)
-        models = {"policy": model, **({"ref": trainer.ref} if trainer.ref is not None else {}),
-                  **({"prm": trainer.prm} if trainer.prm is not None else {}),
-                  **({"critic": trainer.critic.model} if trainer.critic is not None else {})}
+        models = trainer.checkpoint_models()
         if ckpt is not None:
             state = load_checkpoint(ckpt, models=models, optimizers=trainer.optimizers)
             trainer.step_count = state["step"]

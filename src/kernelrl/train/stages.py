@@ -180,14 +180,15 @@ def _stage_dir(run: Path, index: int, name: str) -> Path:
     return run / "stages" / f"{index}_{name}"
 
 
+def _stage_modules(ppo: RLTrainer | None, policy: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What a stage checkpoint holds: the policy, and once the ``ppo`` stage's trainer exists its critic,
+    reference and optimizers."""
+    return (ppo.checkpoint_models(), dict(ppo.optimizers)) if ppo is not None else ({"policy": policy}, {})
+
+
 def save_stage(r: StagedRun, index: int, name: str, summary: dict[str, Any], times: dict[str, float]) -> Path:
     """Checkpoint the run after stage `index` (`name`): weights, optimizers and RNG states, summary so far."""
-    models: dict[str, Any] = {"policy": r.model}
-    optimizers: dict[str, Any] = {}
-    if r.ppo is not None:
-        models.update({"critic": r.ppo.critic.model} if r.ppo.critic is not None else {})
-        models.update({"ref": r.ppo.ref} if r.ppo.ref is not None else {})
-        optimizers = dict(r.ppo.optimizers)
+    models, optimizers = _stage_modules(r.ppo, r.model)
     rollout = r.ppo.rollout.state_dict() if r.ppo is not None else None
     state = {"stage": index, "rollout": rollout, "name": name, "rl_steps": r.rl_steps, "stages": summary["stages"], "times": times,
              "ppo": r.ppo is not None, "config": {k: summary["config"][k] for k in RESUME_FIELDS}}
@@ -213,13 +214,7 @@ def latest_stage(run: Path, cfg: TrainConfig) -> Path | None:
 def resume_stage(r: StagedRun, checkpoint: Path) -> dict[str, Any]:
     """Load a stage checkpoint into `r`; returns its saved state (summary of the stages done)."""
     head = json.loads((checkpoint / "state.json").read_text())
-    models: dict[str, Any] = {"policy": r.model}
-    optimizers: dict[str, Any] = {}
-    if head["ppo"]:
-        trainer = r.ppo_trainer()
-        models.update({"critic": trainer.critic.model} if trainer.critic is not None else {})
-        models.update({"ref": trainer.ref} if trainer.ref is not None else {})
-        optimizers = dict(trainer.optimizers)
+    models, optimizers = _stage_modules(r.ppo_trainer() if head["ppo"] else None, r.model)
     state = load_checkpoint(checkpoint, models=models, optimizers=optimizers)
     if r.ppo is not None and state["rollout"] is not None:
         r.ppo.rollout.load_state_dict(state["rollout"])

@@ -129,6 +129,12 @@ class RLTrainer:
         for name, _ in self.mismatch_specs:
             MISMATCH_CORRECTIONS.get(name)  # an unknown name fails here, not mid-step
 
+    def checkpoint_models(self) -> dict[str, Any]:
+        """The modules a checkpoint of this trainer holds, by name: the policy and, where they exist, the
+        KL reference, PRIME's PRM and the critic (their optimizers are `optimizers`)."""
+        extra = {"ref": self.ref, "prm": self.prm, "critic": self.critic.model if self.critic is not None else None}
+        return {"policy": self.model, **{k: m for k, m in extra.items() if m is not None}}
+
     # ----------------------------------------------------------------- one update
 
     def _logprobs(self, model: Any, samples: list[Sample], grad: bool, entropy: bool = False) -> tuple[Any, Any, Any]:
