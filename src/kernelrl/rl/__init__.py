@@ -17,7 +17,9 @@ from kernelrl.rl.advantages import (
     trloo_advantages,
 )
 from kernelrl.rl.aggregation import (
+    AGGREGATION_UNITS,
     aggregate_loss,
+    aggregation_units,
     seq_mean_token_mean,
     seq_mean_token_sum,
     seq_mean_token_sum_norm,
@@ -83,6 +85,7 @@ from kernelrl.rl.value import clipped_value_loss, gae_advantages, gae_estimator
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
+    "AGGREGATION_UNITS",
     "KL_PENALTIES",
     "LOSS_AGGREGATIONS",
     "MISMATCH_CORRECTIONS",
@@ -97,6 +100,7 @@ __all__ = [
     "accuracy_range_filter",
     "adaptive_kl_coef",
     "aggregate_loss",
+    "aggregation_units",
     "append_suffix_log_probs",
     "apply_corrections",
     "clipped_value_loss",

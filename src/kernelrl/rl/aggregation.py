@@ -11,6 +11,11 @@ Modes (registered in `LOSS_AGGREGATIONS`):
 
 Sequence means run over the S sequences that have at least one valid token, so fully masked
 rows (rejected samples, padding rows) never change the result.
+
+Micro-batching (`aggregation_units`): a batch's aggregate is the sum over its micro-batches of each
+one's aggregate times its count of the mode's units (valid tokens for ``token-mean``, non-empty
+sequences for the ``seq-mean-*`` modes), divided by the batch's total count, exactly, whatever the
+split (``seq-mean-token-sum-norm`` needs a fixed ``max_length`` for that).
 """
 
 from __future__ import annotations
@@ -60,6 +65,23 @@ def seq_mean_token_sum_norm(loss: Tensor, mask: Tensor, *, max_length: int | Non
     if length <= 0:
         raise ValueError("max_length must be positive")
     return masked_sum(loss, m) / (_num_seqs(m, loss.dtype) * length)
+
+
+#: what each mode averages over, for gradient accumulation: "tokens" (valid tokens) or "sequences"
+#: (rows with a valid token). A newly registered mode must say which here.
+AGGREGATION_UNITS: dict[str, str] = {"token-mean": "tokens", "seq-mean-token-mean": "sequences",
+                                     "seq-mean-token-sum": "sequences", "seq-mean-token-sum-norm": "sequences"}
+
+
+def aggregation_units(mask: Tensor, mode: str = "token-mean") -> Tensor:
+    """How many units mode `mode` averages a ``[B, T]`` micro-batch's loss over: its valid tokens or its
+    non-empty rows (see the module docstring), as a float scalar. Unknown modes raise ``ValueError``."""
+    unit = AGGREGATION_UNITS.get(mode)
+    if unit is None:
+        raise ValueError(f"loss aggregation {mode!r} names no unit for micro-batching; add it to "
+                         f"kernelrl.rl.aggregation.AGGREGATION_UNITS ('tokens' or 'sequences')")
+    m = as_bool_mask(mask)
+    return mask_count(m) if unit == "tokens" else m.any(dim=-1).sum().to(torch.float32)
 
 
 def aggregate_loss(loss: Tensor, mask: Tensor, mode: str = "token-mean", *, max_length: int | None = None) -> Tensor:

@@ -72,40 +72,45 @@ def episode_gae(episodes: Sequence[Sequence[int]], rewards: Tensor, values: Tens
                 gamma: float, lam: float) -> tuple[Tensor, Tensor]:
     """GAE over whole episodes (Schulman et al. 2016, Eq. 16), whose turns are separate rows.
 
-    `episodes`: the row indices of each episode in turn order. Each episode's response tokens are laid
-    end to end (the feedback tokens between turns are the environment's, not actions, so they are
-    skipped), a turn's reward ``rewards [N]`` sits on its last token, and the ``gae`` estimator
-    (whitened advantages) and `gae_advantages` (unwhitened returns = the critic's targets) run over that
-    layout: an earlier turn's advantage sees the later turns' rewards and values (bootstrapping across the
-    feedback), its last token bootstraps from the next turn's first value. A single-turn batch is the
-    plain per-row GAE. values, mask ``[N, T]`` (mask left-aligned, as `pad_responses` makes it) ->
-    (advantages, returns) ``[N, T]``, zero where masked.
+    `episodes`: the row indices of each episode in turn order. ``mask [N, T]`` marks the actions: the
+    policy's own response tokens (any layout: tool outputs inside a turn are holes in it). Each
+    episode's actions are laid end to end, in order, and everything else is skipped: the feedback
+    between turns and the tool outputs within a turn are the environment's, a state transition, not
+    steps (no value, no TD error, no discount step; verl's multi-turn GAE skips observation tokens the
+    same way). A turn's reward ``rewards [N]`` sits on its last action; the ``gae`` estimator (advantages
+    whitened over the actions of the batch, population variance) and `gae_advantages` (unwhitened
+    returns = the critic's targets) run over that layout: an earlier turn's advantage sees the later
+    turns' rewards and values, its last action bootstraps from the next turn's first value. A
+    single-turn batch without tools is the plain per-row GAE. values ``[N, T]`` -> (advantages,
+    returns) ``[N, T]``, zero where masked.
     """
-    lengths = mask.sum(1).tolist()
-    width = max([1, *(sum(int(lengths[i]) for i in ep) for ep in episodes)])
+    m = mask.bool()
+    positions = [m[i].nonzero().squeeze(-1) for i in range(m.shape[0])]
+    width = max([1, *(sum(len(positions[i]) for i in ep) for ep in episodes)])
     n_ep = len(episodes)
     cat_v = values.new_zeros(n_ep, width)
     cat_r = values.new_zeros(n_ep, width)
     cat_m = torch.zeros(n_ep, width, dtype=torch.bool)
-    spans: list[tuple[int, int, int, int]] = []  # (row, episode, offset, length)
+    spans: list[tuple[int, int, int, Tensor]] = []  # (row, episode, offset, the row's action positions)
     for e, ep in enumerate(episodes):
         off = 0
         for i in ep:
-            n = int(lengths[i])
+            pos = positions[i]
+            n = len(pos)
             if n == 0:
                 continue
-            cat_v[e, off:off + n] = values[i, :n]
+            cat_v[e, off:off + n] = values[i, pos]
             cat_m[e, off:off + n] = True
             cat_r[e, off + n - 1] = rewards[i]
-            spans.append((i, e, off, n))
+            spans.append((i, e, off, pos))
             off += n
     adv_cat = ADVANTAGE_ESTIMATORS.get("gae")(values.new_zeros(n_ep), None, cat_m, values=cat_v, token_rewards=cat_r,
                                               gamma=gamma, lam=lam)
     _, ret_cat = gae_advantages(cat_r, cat_v, cat_m, gamma, lam)
     adv, ret = torch.zeros_like(values), torch.zeros_like(values)
-    for i, e, off, n in spans:
-        adv[i, :n] = adv_cat[e, off:off + n]
-        ret[i, :n] = ret_cat[e, off:off + n]
+    for i, e, off, pos in spans:
+        adv[i, pos] = adv_cat[e, off:off + len(pos)]
+        ret[i, pos] = ret_cat[e, off:off + len(pos)]
     return adv, ret
 
 

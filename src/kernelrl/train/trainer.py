@@ -9,6 +9,21 @@ before advantages. PRS (Dr. Kernel's profiling-based rejection sampling) is a lo
 advantages, as in KernelGYM: a rejected turn still has its reward in its episode's earlier returns
 and in the group baselines, but gets no policy loss (its rows skip the loss forward passes: a fully
 masked row contributes exactly zero to every loss aggregation).
+
+Numerics (the conventions, each with its source):
+
+- Actions are the policy's own tokens: tool outputs are masked out of every loss and statistic, and
+  GAE (`train.critic.episode_gae`) steps through and whitens over the actions only, skipping tool
+  outputs like the feedback between turns (as verl's multi-turn GAE skips observation tokens).
+- Three policies (decoupled PPO, Hilton et al. 2021, "Batch size-invariance for policy optimization";
+  verl's rollout correction): pi_rollout sampled the tokens, pi_old anchors PPO's ratio and clip
+  (Schulman et al. 2017, Eq. 7), pi_theta is trained. Mismatch corrections (`rl.mismatch`) weigh and
+  reject by pi_old / pi_rollout, fixed for the whole update, never by pi_theta (see `_old_logprobs`).
+- Loss denominators count what survives: the corrections' rejections shrink the micro-batch mask
+  before its aggregate, and gradient accumulation weights each micro-batch by its count of the
+  aggregation's units (`rl.aggregation_units`), so the step's gradient is that of the whole batch's
+  aggregate over its kept tokens (verl, KernelGYM), whatever the micro-batching. Dr. GRPO's constant
+  (``seq-mean-token-sum-norm``) is the generation budget ``rl.max_new_tokens``.
 """
 
 from __future__ import annotations
@@ -28,6 +43,7 @@ from kernelrl.rl import (
     ADVANTAGE_ESTIMATORS,
     MISMATCH_CORRECTIONS,
     SAMPLE_FILTERS,
+    aggregation_units,
     apply_corrections,
     entropy_bonus,
     implicit_process_rewards,
@@ -128,6 +144,7 @@ class RLTrainer:
         self.mismatch_specs = cfg.mismatch_specs()
         for name, _ in self.mismatch_specs:
             MISMATCH_CORRECTIONS.get(name)  # an unknown name fails here, not mid-step
+        aggregation_units(torch.ones(1, 1, dtype=torch.bool), cfg.loss_agg)  # so does a mode with no unit
 
     def checkpoint_models(self) -> dict[str, Any]:
         """The modules a checkpoint of this trainer holds, by name: the policy and, where they exist, the
@@ -265,10 +282,11 @@ class RLTrainer:
         mask = resp & model_token_mask(rows, resp.shape[1])  # tool-output tokens: context, not actions
         rewards = _stack(rows, "reward").float()
         if self.critic is not None and rows:  # values and targets also when no row enters the policy loss
-            values = self.critic.values(rows, mask.shape[1])  # GAE runs over whole responses (left-aligned)
-            adv, returns = episode_gae(list(self._episodes(rows).values()), rewards, values, resp,
+            values = self.critic.values(rows, mask.shape[1])
+            # GAE steps through, and whitens over, the policy's own tokens only (tool outputs are skipped)
+            adv, returns = episode_gae(list(self._episodes(rows).values()), rewards, values, mask,
                                        gamma=cfg.gamma, lam=cfg.gae_lambda)
-            adv = adv * mask if bool(loss_rows.any()) else torch.zeros(mask.shape)
+            adv = adv if bool(loss_rows.any()) else torch.zeros(mask.shape)
             return Advantages(rows, adv, mask, loss_rows, metrics, values, returns)
         if not bool(loss_rows.any()):
             return Advantages(rows, torch.zeros(mask.shape), mask, loss_rows, metrics)
@@ -335,44 +353,50 @@ class RLTrainer:
         rollout_lp = torch.zeros(len(kept), width)
         for i, s in enumerate(kept):
             rollout_lp[i, : len(s.rollout_logprobs)] = torch.tensor(s.rollout_logprobs)
-        # CoPRIS: tokens keep the log-prob of the policy version that sampled them (the behaviour policy).
-        # One on-policy epoch: pi_old is the current policy, so its log-probs are the detached forward of
-        # the update itself (ratio 1; no extra forward pass). Several epochs need them frozen up front.
-        on_policy = cfg.rollout == "sync" and cfg.ppo_epochs == 1
-        old_lp = rollout_lp if cfg.rollout == "copris" else (
-            None if on_policy else self._batched_logprobs(self.model, kept, width))
+        old_lp = self._old_logprobs(kept, rollout_lp)
         ref_lp = self._batched_logprobs(self.ref, kept, width) if self.ref is not None and cfg.kl_coef > 0 else None
-        total_tokens = float(mask.sum())
+        agg = {"agg": cfg.loss_agg, "max_length": cfg.max_new_tokens}  # Dr. GRPO's constant: the generation budget
+        params = [p for p in self.model.parameters() if p.requires_grad]
         sums: dict[str, float] = {}
         for _ in range(cfg.ppo_epochs):
             self.opt.zero_grad(set_to_none=True)
+            units, epoch_loss = 0.0, 0.0
             for idx in self._chunks(len(kept)):
                 mb = [kept[i] for i in idx]
                 lp, ent, m = self._logprobs(self.model, mb, grad=True, entropy=True)
                 w = lp.shape[1]
-                m_old = lp.detach() if old_lp is None else old_lp[idx, :w]
+                m_old = lp.detach() if old_lp is None else old_lp[idx, :w]  # None: one on-policy epoch
                 m_adv, m_roll = adv[idx, :w], rollout_lp[idx, :w]
                 weights = None
-                if self.mismatch_specs:  # one correction or several together (sequence masks x token weights)
-                    corr = apply_corrections(self.mismatch_specs, lp.detach(), m_roll, m)
+                if self.mismatch_specs:  # decoupled PPO: pi_old / pi_rollout, fixed for the whole update
+                    corr = apply_corrections(self.mismatch_specs, m_old, m_roll, m)
                     weights, m = corr.weights, corr.mask & m
                     for k, v in corr.metrics.items():
                         sums[f"is/{k}"] = sums.get(f"is/{k}", 0.0) + float(v) * len(idx)
                 out = ppo_clip_loss(lp, m_old, m_adv, m, clip_low=cfg.clip_low, clip_high=cfg.clip_high,
-                                    dual_clip=cfg.dual_clip, agg=cfg.loss_agg, weights=weights)
+                                    dual_clip=cfg.dual_clip, weights=weights, **agg)
                 loss = out.loss
                 if ent is not None and cfg.entropy_coef > 0:
-                    loss = loss + entropy_bonus(ent, m, coef=cfg.entropy_coef, agg=cfg.loss_agg)
+                    loss = loss + entropy_bonus(ent, m, coef=cfg.entropy_coef, **agg)
                 if ref_lp is not None:
-                    loss = loss + cfg.kl_coef * kl_loss(lp, ref_lp[idx, :w], m, kind=cfg.kl_kind, agg=cfg.loss_agg)
+                    loss = loss + cfg.kl_coef * kl_loss(lp, ref_lp[idx, :w], m, kind=cfg.kl_kind, **agg)
                     sums["kl_ref"] = sums.get("kl_ref", 0.0) + float(
                         masked_mean(kl_penalty(lp.detach(), ref_lp[idx, :w], m, cfg.kl_kind), m)) * len(idx)
-                # gradient accumulation: each micro-batch weighted by its share of the batch's tokens
-                (loss * (float(m.sum()) / max(1.0, total_tokens))).backward()
+                # gradient accumulation: each micro-batch's aggregate times its count of the aggregation's
+                # units (kept tokens, or sequences with a kept token); the sum is divided by the total below
+                n_units = float(aggregation_units(m, cfg.loss_agg))
+                (loss * n_units).backward()
+                units += n_units
+                epoch_loss += float(loss.detach()) * n_units
                 for k, v in out.metrics.items():
                     sums[k] = sums.get(k, 0.0) + float(v) * len(idx)
                 sums["entropy"] = sums.get("entropy", 0.0) + float(masked_mean(ent.detach(), m)) * len(idx)
-                sums["loss"] = sums.get("loss", 0.0) + float(loss.detach()) * len(idx)
+            sums["loss"] = sums.get("loss", 0.0) + epoch_loss / max(1.0, units) * len(kept)
+            if units == 0:  # every token rejected by the corrections: nothing to step on
+                continue
+            for p in params:
+                if p.grad is not None:
+                    p.grad.div_(units)
             gn = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
             self.opt.step()
             sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(gn) * len(kept)
@@ -382,6 +406,25 @@ class RLTrainer:
         metrics["adv_abs_mean"] = float(adv.abs().sum() / mask.sum().clamp_min(1))
         self.engine.update_weights()  # the engine shares the module: bump the version, drop stale KV
         return metrics
+
+    def _old_logprobs(self, kept: list[Sample], rollout_lp: torch.Tensor) -> torch.Tensor | None:
+        """pi_old of the update's rows ``[N, T]``, the policy PPO's ratio and clip are anchored at; None
+        when it is the detached forward of the update itself (one on-policy epoch: ratio 1, no extra pass).
+
+        - ``sync``: the current policy, frozen before the first epoch (a forward pass when there are
+          several epochs);
+        - ``copris`` without mismatch corrections: the behaviour log-probs, each token's from the policy
+          version that sampled it (CoPRIS's cross-stage importance sampling; verl's *bypass* mode);
+        - ``copris`` with corrections: the current policy (a forward pass), so the corrections weigh
+          pi_old / pi_behaviour once and PPO clips pi_theta / pi_old (decoupled PPO, Hilton et al.
+          2021; verl's *decoupled* mode); bypassing would count the behaviour ratio twice.
+        """
+        cfg = self.cfg
+        if cfg.rollout == "copris" and not self.mismatch_specs:
+            return rollout_lp
+        if cfg.rollout == "sync" and cfg.ppo_epochs == 1:
+            return None
+        return self._batched_logprobs(self.model, kept, rollout_lp.shape[1])
 
     @staticmethod
     def _episode_ids(samples: list[Sample]) -> torch.Tensor:
