@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from kernelrl.train.config import TrainConfig
+from kernelrl.train.critic import ValueModel, critic_update
 from kernelrl.train.logprobs import response_logprobs
 from kernelrl.train.rollout import Sample
 from kernelrl.train.trainer import RLTrainer
@@ -268,3 +269,23 @@ def test_sequence_aggregations_do_not_depend_on_micro_batching(smoke_cfg: TrainC
     tr.model.zero_grad(set_to_none=True)
     tr.update(samples)
     _close(_grads(params), want)
+
+
+@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"])
+def test_critic_update_does_not_depend_on_micro_batching(smoke_cfg: TrainConfig, agg: str) -> None:
+    """The critic's clipped value loss: one SGD step with micro-batches of one equals one on the whole batch."""
+    tr = trainer(smoke_cfg, algo="gae")
+    samples = _batch()
+    _, mask = _forward(tr.model, samples, tr.pad)
+    returns = torch.linspace(-1.0, 1.0, mask.numel()).reshape(mask.shape) * mask
+    moved = []
+    for mbs in (1, len(samples)):
+        critic = ValueModel.from_policy(tr.model)
+        torch.nn.init.constant_(critic.head.bias, 0.3)
+        before = [p.detach().clone() for p in critic.parameters()]
+        old = torch.full(mask.shape, 0.3) * mask
+        critic_update(critic, torch.optim.SGD(critic.parameters(), lr=1.0), [s.prompt_ids for s in samples],
+                      [s.response_ids for s in samples], old, returns, mask, pad_id=tr.pad, micro_batch_size=mbs,
+                      clip_range=10.0, agg=agg, max_grad_norm=1e9, max_length=tr.cfg.max_new_tokens)
+        moved.append([a.detach() - b for a, b in zip(critic.parameters(), before, strict=True)])
+    _close(moved[0], moved[1])

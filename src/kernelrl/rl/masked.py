@@ -74,8 +74,9 @@ def whiten_(x: Tensor, mask: Tensor, *, shift_mean: bool = True, eps: float = 1e
 def masked_whiten(values: Tensor, mask: Tensor, *, shift_mean: bool = True, eps: float = 1e-8) -> Tensor:
     """Batch whitening over the valid tokens: ``(x - mean) / sqrt(var + eps)``, zero where masked.
 
-    values, mask: ``[B, T]`` (any shape works). Mean and (population) variance are taken over
-    every valid position of the whole tensor. With ``shift_mean=False`` the mean is added back.
+    values, mask: ``[B, T]`` (any shape works). Mean and variance are taken over every valid position
+    of the whole tensor; the variance is the population one (divided by n, as OpenAI Baselines' ppo2;
+    verl divides by n - 1). With ``shift_mean=False`` the mean is added back.
     """
     return whiten_(zero_masked(values, mask), mask, shift_mean=shift_mean, eps=eps)
 

@@ -39,7 +39,10 @@ def gae_advantages(
     ``A_t = delta_t + gamma lam A_{t'}`` (= ``sum_l (gamma lam)^l delta_{t+l}``, Eq. 16), computed
     backwards. Masked positions (left or right padding, tool tokens between turns) are skipped.
     ``returns = A + V`` (the critic's targets, from the unwhitened advantages). ``whiten=True``
-    then whitens the advantages over every valid token of the batch, as PPO implementations do.
+    then whitens the advantages over every valid token of the batch, as PPO implementations do, with
+    the population variance (OpenAI Baselines' ppo2: numpy's ``std``, ddof 0; verl's ``masked_whiten``
+    uses Bessel's correction, a factor sqrt(n / (n - 1)) apart). Pass the action mask: tokens the
+    environment wrote (tool outputs) are then skipped by the recursion and the whitening alike.
     ``gamma = lam = 1`` gives returns-to-go minus values; ``lam = 0`` the one-step TD errors.
     Gradients flow through ``values``; pass detached values for PPO.
 

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from kernelrl.rl import ADVANTAGE_ESTIMATORS
+from kernelrl.rl import ADVANTAGE_ESTIMATORS, aggregation_units
 from kernelrl.rl.masked import masked_mean
 from kernelrl.rl.value import clipped_value_loss, gae_advantages
 from kernelrl.train.logprobs import joint_batch
@@ -126,13 +126,15 @@ def explained_variance(values: Tensor, returns: Tensor, mask: Tensor) -> float:
 def critic_update(critic: ValueModel, opt: torch.optim.Optimizer, prompts: Sequence[Sequence[int]],
                   responses: Sequence[Sequence[int]], old_values: Tensor, returns: Tensor, mask: Tensor, *,
                   pad_id: int, micro_batch_size: int, clip_range: float, agg: str, max_grad_norm: float,
-                  epochs: int = 1) -> dict[str, float]:
+                  epochs: int = 1, max_length: int | None = None) -> dict[str, float]:
     """`epochs` optimizer steps of PPO's clipped value loss (`clipped_value_loss`) on one batch, micro-
-    batched with token-share weighted gradient accumulation. old_values (the rollout's values), returns,
-    mask ``[N, T]``. Metrics: ``critic/value_loss`` (before the first step), ``critic/value_loss_last``
+    batched; gradient accumulation weights each micro-batch by its share of the aggregation's units
+    (`rl.aggregation_units`), so the gradient is the whole batch's loss whatever the split (give
+    ``max_length``, Dr. GRPO's constant, for ``seq-mean-token-sum-norm``). old_values (the rollout's
+    values), returns, mask ``[N, T]``. Metrics: ``critic/value_loss`` (before the first step), ``critic/value_loss_last``
     (before the last), ``critic/explained_variance`` of the old values, ``critic/grad_norm``."""
     n = len(responses)
-    total = float(mask.sum().clamp_min(1))
+    total = max(1.0, float(aggregation_units(mask, agg)))
     losses: list[float] = []
     gn = torch.zeros(())
     critic.train()
@@ -144,8 +146,9 @@ def critic_update(critic: ValueModel, opt: torch.optim.Optimizer, prompts: Seque
             v = response_values(critic, [prompts[i] for i in idx], [responses[i] for i in idx], pad_id=pad_id)
             w = v.shape[1]
             m = mask[idx, :w]
-            loss = clipped_value_loss(v, old_values[idx, :w], returns[idx, :w], m, clip_range, agg=agg)
-            share = float(m.sum()) / total
+            loss = clipped_value_loss(v, old_values[idx, :w], returns[idx, :w], m, clip_range, agg=agg,
+                                      max_length=max_length)
+            share = float(aggregation_units(m, agg)) / total
             (loss * share).backward()
             epoch_loss += float(loss.detach()) * share
         gn = torch.nn.utils.clip_grad_norm_(critic.parameters(), max_grad_norm)
@@ -185,4 +188,5 @@ class Critic:
         c = self.cfg
         return critic_update(self.model, self.opt, [s.prompt_ids for s in samples], [s.response_ids for s in samples],
                              old_values, returns, mask, pad_id=self.pad_id, micro_batch_size=c.micro_batch_size,
-                             clip_range=c.value_clip, agg=c.loss_agg, max_grad_norm=c.max_grad_norm, epochs=epochs)
+                             clip_range=c.value_clip, agg=c.loss_agg, max_grad_norm=c.max_grad_norm, epochs=epochs,
+                             max_length=c.max_new_tokens)

@@ -220,7 +220,9 @@ class RLTrainer:
 
     def _prs_keep(self, samples: list[Sample]) -> list[bool]:
         """PRS decision per sample (True: enters the loss); all True when PRS is off. Episodes are the
-        samples sharing (group, episode); a turn without a verdict is kept like an incorrect one."""
+        samples sharing (group, episode); a turn without a verdict is kept like an incorrect one.
+        ``geometric``: one draw per episode on the geometric mean of its correct turns' coverages,
+        deciding all of them (KernelGYM draws per turn); ``per_turn``: each correct turn on its own."""
         cfg = self.cfg
         if cfg.prs == "off":
             return [True] * len(samples)
