@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelrl.evaluate.build_identity import file_identities
 from kernelrl.evaluate.perf_sampler import PerfSampler, perf_sampling_available
 from kernelrl.evaluate.sampler import PcSamples, classify
 from tests.evaluate.test_sampler import CHILD, build_busy_library, expected_mix, tell
@@ -62,7 +63,7 @@ def sample_run(lib: Path, mode: str, cpu: int | None = None) -> tuple[PcSamples,
 
 def test_samples_follow_cpu_time_in_own_code(lib: Path) -> None:
     samples, used, _ = sample_run(lib, "own")
-    coverage = classify(samples, (str(lib.parent),))
+    coverage = classify(samples, file_identities([lib]))
     assert 0.7 * used * HZ <= samples.total <= 1.2 * used * HZ, (samples, used)
     assert coverage.fraction > 0.95 and coverage.overhead < 0.05 * samples.total, samples
     assert samples.method == "perf"
@@ -70,7 +71,7 @@ def test_samples_follow_cpu_time_in_own_code(lib: Path) -> None:
 
 def test_torch_is_fallback(lib: Path) -> None:
     samples, _, _ = sample_run(lib, "torch")
-    coverage = classify(samples, (str(lib.parent),))
+    coverage = classify(samples, file_identities([lib]))
     assert coverage.fraction < 0.1 and coverage.fallback > coverage.own + coverage.overhead, samples
 
 
@@ -85,7 +86,7 @@ def test_a_hog_on_the_same_cpu_does_not_starve_the_profile(lib: Path) -> None:
     finally:
         hog.kill()
         hog.wait()
-    coverage = classify(samples, (str(lib.parent),))
+    coverage = classify(samples, file_identities([lib]))
     assert 0.6 * used * HZ <= samples.total <= 1.2 * used * HZ, (samples, used)
     assert 0.15 < coverage.fraction < 0.85, samples  # two wall-clock halves; the hog shares the CPU unevenly
     assert coverage.own_hits + coverage.fallback_hits > 0.8 * samples.total, samples
@@ -93,7 +94,7 @@ def test_a_hog_on_the_same_cpu_does_not_starve_the_profile(lib: Path) -> None:
 
 def test_threads_created_while_sampling(lib: Path) -> None:
     samples, _, _ = sample_run(lib, "threads")  # the workers have exited: their CPU time is no longer in /proc
-    coverage = classify(samples, (str(lib.parent),))
+    coverage = classify(samples, file_identities([lib]))
     assert samples.threads_seen >= 4 and coverage.fraction > 0.9, samples
     cpu_s = min(4, len(os.sched_getaffinity(0))) * 0.4  # four threads busy for 0.4 s of wall time each
     assert samples.total >= 0.35 * cpu_s * HZ, samples
@@ -102,5 +103,5 @@ def test_threads_created_while_sampling(lib: Path) -> None:
 def test_a_forked_child_is_sampled(lib: Path) -> None:
     samples, _, lines = sample_run(lib, "fork")
     assert lines == ["child 7"]
-    coverage = classify(samples, (str(lib.parent),))
+    coverage = classify(samples, file_identities([lib]))
     assert coverage.own >= 0.5 * 0.4 * HZ, samples  # the child's 0.4 s of own work

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelrl.evaluate.build_identity import file_identities
 from kernelrl.evaluate.sampler import PcSampler, PcSamples, classify, object_class, sampling_available
 
 HZ = 2000.0
@@ -161,26 +162,31 @@ def tracer_of(pid: int) -> int:
 
 
 def test_classification_table() -> None:
-    own = ("/builds/abc",)
-    assert object_class("/builds/abc/lib.so", own) == "own"
-    assert object_class("/builds/abcdef/lib.so", own) == "fallback"  # a prefix is a directory, not a string
+    """Own code is told by identity only; everything else by the object's path, failing closed."""
+    own = {(7, 11)}
     for path in ("/x/torch/lib/libtorch_cpu.so", "/x/numpy.libs/libscipy_openblas64_-ff.so",
                  "/x/numpy/_core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so", "/opt/intel/libmkl_core.so.2",
-                 "/usr/lib/liblapack.so.3", "/tmp/torchinductor_root/ab/cabc.so", "[anon]", "/x/scipy/ndimage/_nd_image.so"):
-        assert object_class(path, own) == "fallback", path
+                 "/usr/lib/liblapack.so.3", "/tmp/torchinductor_root/ab/cabc.so", "[anon]", "/x/scipy/ndimage/_nd_image.so",
+                 "/tmp/kernelrl-eval-1/torchinductor/ab/cabc.so", "/tmp/kernelrl-eval-1/libopenblas.so"):
+        assert object_class(path) == "fallback", path
     for path in ("/usr/bin/python3.11", "/x/lib/libpython3.11.so.1.0", "/usr/lib/x86_64-linux-gnu/libc.so.6",
                  "/x/torch/lib/libc10.so", "/x/torch/lib/libtorch_python.so",
                  "/lib64/ld-linux-x86-64.so.2", "/x/torch/lib/libgomp.so.1", "[vdso]", "[unknown]",
                  "/x/lib/python3.11/lib-dynload/_ctypes.cpython-311-x86_64-linux-gnu.so", "/usr/lib/libm.so.6"):
-        assert object_class(path, own) == "overhead", path
-    coverage = classify(PcSamples({"/builds/abc/lib.so": 30, "/x/libtorch_cpu.so": 10, "[vdso]": 5}, 45, 1), own)
-    assert (coverage.own, coverage.fallback, coverage.overhead, coverage.fraction) == (30, 10, 5, 0.75)
+        assert object_class(path) == "overhead", path
+    samples = PcSamples({"/builds/abc/lib.so": 30, "/x/libtorch_cpu.so": 10, "[vdso]": 5, "/work/copy.so": 4}, 49, 1,
+                        identities={"/builds/abc/lib.so": (7, 11), "/x/libtorch_cpu.so": (7, 12), "/work/copy.so": (7, 13)})
+    coverage = classify(samples, own)
+    assert (coverage.own, coverage.fallback, coverage.overhead) == (30, 14, 5)
+    # the same path with another identity is not own, and a path alone never is
+    assert classify(PcSamples({"/builds/abc/lib.so": 3}, 3, 1, identities={"/builds/abc/lib.so": (7, 99)}), own).own == 0
+    assert classify(PcSamples({"/builds/abc/lib.so": 3}, 3, 1), own).own == 0
     assert classify(PcSamples({"[vdso]": 5}, 5, 1), own).fraction is None
 
 
 def test_own_library_dominates(lib: Path) -> None:
     samples, proc, _ = sample_run(lib, "own")
-    coverage = classify(samples, (str(lib.parent),))
+    coverage = classify(samples, file_identities([lib]))
     assert coverage.total > 0.5 * 0.8 * HZ, samples  # most of 0.8 s of one thread was sampled
     assert coverage.fraction > 0.8, samples
     finish(proc)
@@ -188,7 +194,7 @@ def test_own_library_dominates(lib: Path) -> None:
 
 def test_torch_is_fallback(lib: Path) -> None:
     samples, proc, _ = sample_run(lib, "torch")
-    coverage = classify(samples, (str(lib.parent),))
+    coverage = classify(samples, file_identities([lib]))
     assert coverage.fraction < 0.1, samples
     assert coverage.fallback > coverage.own + coverage.overhead, samples
     finish(proc)
@@ -196,14 +202,14 @@ def test_torch_is_fallback(lib: Path) -> None:
 
 def test_hybrid_is_in_between(lib: Path) -> None:
     samples, proc, _ = sample_run(lib, "hybrid")
-    coverage = classify(samples, (str(lib.parent),))
+    coverage = classify(samples, file_identities([lib]))
     assert 0.25 < coverage.fraction < 0.75, samples
     finish(proc)
 
 
 def test_threads_created_while_sampling(lib: Path) -> None:
     samples, proc, _ = sample_run(lib, "threads")
-    coverage = classify(samples, (str(lib.parent),))
+    coverage = classify(samples, file_identities([lib]))
     assert samples.threads_seen >= 3, samples
     # four threads for 0.4 s: more own time than one thread could have had
     assert coverage.own > 2 * 0.4 * HZ, samples
@@ -214,7 +220,7 @@ def test_threads_created_while_sampling(lib: Path) -> None:
 def test_forked_child_is_followed(lib: Path) -> None:
     samples, proc, lines = sample_run(lib, "fork")
     assert lines == ["child 7"]  # its parent got its exit status while both were traced
-    assert classify(samples, (str(lib.parent),)).own > 0.5 * 0.4 * HZ, samples
+    assert classify(samples, file_identities([lib])).own > 0.5 * 0.4 * HZ, samples
     assert samples.threads_seen >= 2, samples
     finish(proc)
 
@@ -226,7 +232,7 @@ def test_process_that_exits_ends_sampling(lib: Path) -> None:
     tell(proc)
     assert sampler.wait(timeout=30), "sampling did not end with the process"
     samples = sampler.stop()
-    assert samples.error is None and classify(samples, (str(lib.parent),)).fraction > 0.8, samples
+    assert samples.error is None and classify(samples, file_identities([lib])).fraction > 0.8, samples
     assert proc.wait(timeout=10) == 3  # the exit status is left for the parent
     assert int(proc.stdout.read().strip()) == expected_mix(100000)
 

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kernelrl.evaluate.build_identity import record_identity
 from kernelrl.native.build import (
     BUILD_TIMEOUT_S,
     DEFAULT_FLAGS,
@@ -80,6 +81,7 @@ class BuildService:
         except CompileError as exc:  # no such compiler here
             return error(str(exc))
         if _trusted(target):
+            _record(target)
             return {"path": str(target)}
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -106,7 +108,18 @@ class BuildService:
             os.replace(out_path, target)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
+        _record(target)
         return {"path": str(target)}
+
+
+def _record(target: Path) -> None:
+    """Record the library's identity (`evaluate.build_identity`): the judge counts profile samples as the
+    candidate's own code only in libraries so recorded. A record that cannot be written only costs the
+    candidate its coverage."""
+    try:
+        record_identity(target, target.parent.parent)
+    except OSError:
+        pass
 
 
 def _trusted(path: Path) -> bool:

@@ -19,17 +19,31 @@ PROFILE_MAX_S = 1.0  # an unsettled profile (fallback leads, too few samples to 
 MIN_COMPUTE_SAMPLES = 20  # fewer compute samples than this say nothing about coverage
 
 
-def coverage_record(samples: Any, own_objects: tuple[str, ...], seconds: float, cpu_seconds: float) -> dict[str, Any]:
+def coverage_record(samples: Any, own_objects: Any, seconds: float, cpu_seconds: float) -> dict[str, Any]:
     """`EvalResult.coverage` from a sampler's `PcSamples`: own / (own + fallback) in time, the counts in
     periods of the sampler's rate, raw sample counts, `seconds` of profile (wall clock), the candidate's
-    `cpu_seconds` in it and the top objects."""
+    `cpu_seconds` in it and the top objects. Own code is told by identity, never by path: the libraries
+    the build broker built (`build_identity.broker_builds`); `own_objects` (the judge's path prefixes) only
+    says that a profile was wanted and takes no part in the attribution."""
     from kernelrl.evaluate.sampler import classify
 
-    cov = classify(samples, own_objects)
+    builds, runtime = _trusted_code()
+    cov = classify(samples, builds, runtime)
     top = sorted(samples.by_object.items(), key=lambda kv: -kv[1])[:4]
     return {"fraction": cov.fraction, "own": cov.own, "fallback": cov.fallback, "overhead": cov.overhead,
             "samples": cov.total, "method": samples.method, "own_hits": cov.own_hits, "fallback_hits": cov.fallback_hits,
             "seconds": seconds, "cpu_seconds": cpu_seconds, "lost": samples.lost, "top": [[os.path.basename(k), v] for k, v in top]}
+
+
+_TRUSTED: list[Any] = []  # per process (the judge): the broker's builds (each verified once), its own runtime
+
+
+def _trusted_code() -> tuple[Any, Any]:
+    from kernelrl.evaluate.build_identity import broker_builds, runtime_identities
+
+    if not _TRUSTED:
+        _TRUSTED.extend((broker_builds(), runtime_identities()))
+    return _TRUSTED[0], _TRUSTED[1]
 
 
 def profile_settled(cov: dict[str, Any] | None, min_coverage: float) -> bool:
@@ -61,8 +75,9 @@ def coverage_failure(cov: dict[str, Any] | None, min_coverage: float) -> str | N
     if upper_bound(cov["own_hits"], cov["own_hits"] + cov["fallback_hits"]) >= min_coverage:
         return None
     return (f"[fallback-compute] only {cov['fraction']:.0%} of the forward's compute time was in your own kernel "
-            f"({cov['fallback']} of {cov['own'] + cov['fallback']} samples in libtorch, BLAS or numpy: "
-            f"{', '.join(name for name, _ in cov['top'])}); do the computation in your kernel")
+            f"({cov['fallback']} of {cov['own'] + cov['fallback']} samples in code the build broker did not build from "
+            f"your source: libtorch, BLAS, numpy, torch.compile's code, copied libraries: "
+            f"{', '.join(name for name, _ in cov['top'])}); do the computation in a kernel you build with load_cpp")
 
 
 def _wilson(successes: float, trials: float, z: float) -> tuple[float, float]:

@@ -23,8 +23,17 @@ import os
 import platform
 import struct
 import time
+from typing import Any
 
-from kernelrl.evaluate.sampler import PcSampler, PcSamples, _parse_maps, mapped_name, sampling_available
+from kernelrl.evaluate.build_identity import NO_FILE, Identity
+from kernelrl.evaluate.sampler import (
+    PcSampler,
+    PcSamples,
+    _parse_maps,
+    mapped_object,
+    object_key,
+    sampling_available,
+)
 
 _SYSCALL_PERF_EVENT_OPEN = {"x86_64": 298, "aarch64": 241}
 _PERF_TYPE_SOFTWARE, _PERF_COUNT_SW_TASK_CLOCK = 1, 1
@@ -77,7 +86,8 @@ class PerfSampler:
         self._rings: list[mmap.mmap] = []
         self._hits: dict[str, int] = {}
         self._tids: set[int] = set()
-        self._maps: dict[int, tuple[str, list[int], list[int], list[str]]] = {}
+        self._maps: dict[int, tuple[Any, ...]] = {}  # pid -> (text, *_parse_maps(text))
+        self._identities: dict[str, Identity] = {}  # object key -> its file's identity
         self._lost = 0
         self._error: str | None = None
         self._samples = 0
@@ -127,7 +137,7 @@ class PerfSampler:
         self._drain()
         hits = dict(self._hits)
         return PcSamples(hits, sum(hits.values()), len(self._tids), self._error, self._samples, 0.0, dict(hits),
-                         lost=self._lost, method="perf")
+                         lost=self._lost, method="perf", identities=dict(self._identities))
 
     def stop(self) -> PcSamples:
         """Disable the events, take the last samples and close everything."""
@@ -179,13 +189,13 @@ class PerfSampler:
             offset += length
 
     def _count(self, ip: int, pid: int, tid: int) -> None:
-        name = self._object_at(pid, ip)
+        name = object_key(*self._object_at(pid, ip), self._identities)
         self._hits[name] = self._hits.get(name, 0) + 1
         self._tids.add(tid)
         self._samples += 1
 
-    def _object_at(self, pid: int, ip: int) -> str:
-        """The file mapped at `ip` in process `pid`; a process that has exited by now (a forked helper) is
+    def _object_at(self, pid: int, ip: int) -> tuple[str, Identity]:
+        """The file mapped at `ip` in process `pid` and its identity; a process that has exited by now (a forked helper) is
         looked up in the candidate's maps, which it inherited. Code found in no mapping counts as "[anon]"
         (fallback compute): user-mode code that cannot be attributed must not look like overhead."""
         for who in dict.fromkeys((pid, self.pid)):
@@ -199,10 +209,10 @@ class PerfSampler:
                         break
                     cached = (text, *_parse_maps(text))
                     self._maps[who] = cached
-                name = mapped_name(*cached[1:], ip)
-                if name is not None:
-                    return name
-        return "[anon]"
+                found = mapped_object(*cached[1:], ip)
+                if found is not None:
+                    return found
+        return "[anon]", NO_FILE
 
 
 def perf_sampling_available() -> bool:

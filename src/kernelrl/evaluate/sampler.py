@@ -15,8 +15,9 @@ Contract for the caller: while a sampler runs, no other thread of this process m
 sampled process (`Popen.wait`/`poll`/`communicate`, `os.waitpid(-1)`, asyncio child watchers): the
 kernel reports the ptrace stops of a tracer's own children to any waiter of its thread group. Use
 `PcSampler.wait` (sampling ends when the process exits; its exit status is left for the caller), or
-`stop()` before waiting. Own prefixes are matched against paths as this process sees them in
-/proc/PID/maps; the tightest are the exact paths of the libraries built for the candidate.
+`stop()` before waiting. Each sampled object keeps the identity (st_dev, st_ino) /proc/PID/maps shows
+for its file; `classify` counts an object as the candidate's own only by that identity (the libraries
+the build broker built, `evaluate.build_identity`), never by its path.
 """
 
 from __future__ import annotations
@@ -32,8 +33,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
+from typing import Any
+
+from kernelrl.evaluate.build_identity import NO_FILE, Identity, maps_identity_of_device
 
 _PTRACE_CONT, _PTRACE_DETACH = 7, 17
 _PTRACE_GETEVENTMSG, _PTRACE_GETSIGINFO, _PTRACE_GETREGSET = 0x4201, 0x4202, 0x4204
@@ -65,6 +69,7 @@ class PcSamples:
     hits: dict[str, int] = field(default_factory=dict)  # raw samples per object, unweighted (for statistics)
     lost: int = 0  # samples the kernel could not write (perf sampling with a full ring buffer)
     method: str = "ptrace"  # "ptrace" (this module) or "perf" (`evaluate.perf_sampler`)
+    identities: dict[str, Identity] = field(default_factory=dict)  # object -> its file's (st_dev, st_ino)
 
 
 @dataclass
@@ -85,8 +90,9 @@ class Coverage:
         return self.own / compute if compute else None
 
 
-#: How `classify` files a sampled object that is not under one of the candidate's own prefixes: the
-#: first rule whose regex matches the object's path wins. Objects no rule matches are DEFAULT_CLASS.
+#: How `classify` files a sampled object that is not the candidate's own (a library the build broker
+#: built, told by identity): the first rule whose regex matches the object's path wins. Objects no rule
+#: matches are DEFAULT_CLASS.
 #: - overhead: the interpreter, C/C++ runtimes and loaders, CPython's stdlib extension modules, and
 #:   the OpenMP runtimes. libgomp/libiomp run no arithmetic of their own: a parallel region's body runs
 #:   in the library that owns the loop (the candidate's or torch's), so the runtime's spin-waits and
@@ -97,8 +103,11 @@ class Coverage:
 #:   torchinductor_*), BLAS/LAPACK (OpenBLAS, MKL, reference BLAS), sleef, oneDNN, numpy's compute
 #:   modules, and anonymous executable memory: JIT code (oneDNN's kernels, ...) is not attributable to
 #:   the candidate, so it counts against it.
-#: - DEFAULT_CLASS ("fallback"): any other file-backed code. Fail closed: compute hidden in a library
-#:   nobody listed (scipy.ndimage, numba, ...) must not look like overhead.
+#: - DEFAULT_CLASS ("fallback"): any other file-backed code, wherever it lies (the candidate's work
+#:   directory included). Fail closed: compute hidden in a library nobody listed (scipy.ndimage, numba, a
+#:   copy of a BLAS library, code the candidate process compiled itself) must not look like overhead.
+#: The rules match paths, so the judge also requires an overhead file to be one it has mapped itself (the
+#: same identity: the interpreter, libc, torch's core and runtimes); a look-alike name is fallback.
 OBJECT_CLASSES: tuple[tuple[str, str], ...] = (
     (r"^\[(vdso|vsyscall|vvar|uprobes|unknown)\]$", "overhead"),
     (r"/python[\d.]*$|/libpython[\d.]*\.so|/lib-dynload/", "overhead"),
@@ -119,31 +128,45 @@ DEFAULT_CLASS = "fallback"
 _RULES = tuple((re.compile(pattern), cls) for pattern, cls in OBJECT_CLASSES)
 
 
-def _is_own(path: str, prefixes: tuple[str, ...]) -> bool:
-    for prefix in prefixes:
-        for p in {prefix.rstrip("/"), os.path.realpath(prefix)}:
-            if p.startswith("/") and (path == p or path.startswith(p + "/")):
-                return True
-    return False
-
-
-def object_class(path: str, own_prefixes: tuple[str, ...]) -> str:
-    """"own", "fallback" or "overhead" for one sampled object (see OBJECT_CLASSES)."""
-    if _is_own(path, own_prefixes):
-        return "own"
+def object_class(path: str) -> str:
+    """"fallback" or "overhead" for one sampled object that is not the candidate's own (see OBJECT_CLASSES)."""
     return next((cls for rule, cls in _RULES if rule.search(path)), DEFAULT_CLASS)
 
 
-def classify(samples: PcSamples, own_prefixes: tuple[str, ...]) -> Coverage:
-    """Split `samples` by `object_class`; own prefixes are absolute paths of the candidate's builds."""
-    prefixes = tuple(str(p) for p in own_prefixes)
+def classify(samples: PcSamples, own: Container[Identity], runtime: Container[Identity] | None = None) -> Coverage:
+    """Split `samples` into own (objects whose identity is in `own`: the broker's builds), fallback and
+    overhead (`object_class`). With `runtime` (the identities of the files mapped in the judge itself), a
+    file is overhead only if it is one of them: a library named like libc or libgomp that the candidate
+    brought is fallback, wherever it lies."""
     counts = {"own": 0, "fallback": 0, "overhead": 0}
     hits = dict(counts)
-    for path, n in samples.by_object.items():
-        counts[object_class(path, prefixes)] += n
-    for path, n in samples.hits.items():
-        hits[object_class(path, prefixes)] += n
+
+    def cls(name: str) -> str:
+        identity = samples.identities.get(name, NO_FILE)
+        if identity != NO_FILE and identity in own:
+            return "own"
+        kind = object_class(name)
+        if kind == "overhead" and runtime is not None and name.startswith("/") and identity not in runtime:
+            return "fallback"
+        return kind
+
+    for name, n in samples.by_object.items():
+        counts[cls(name)] += n
+    for name, n in samples.hits.items():
+        hits[cls(name)] += n
     return Coverage(counts["own"], counts["fallback"], counts["overhead"], samples.total, hits["own"], hits["fallback"])
+
+
+def object_key(name: str, identity: Identity, identities: dict[str, Identity]) -> str:
+    """The key a sample of `name` with `identity` is counted under: the path, or, when another file was
+    seen under that path before (replaced meanwhile), the path with the identity, so that no two files
+    share a key (and a suffixed key matches no runtime's rule)."""
+    known = identities.setdefault(name, identity)
+    if known == identity:
+        return name
+    key = f"{name} [{identity[0]}:{identity[1]}]"
+    identities.setdefault(key, identity)
+    return key
 
 
 class _Iovec(ctypes.Structure):
@@ -171,9 +194,9 @@ def _ptrace(request: int, tid: int, addr: int | None = None, data: int | None = 
     return -ctypes.get_errno() if result == -1 else 0
 
 
-def _parse_maps(text: str) -> tuple[list[int], list[int], list[str]]:
-    """Executable mappings in a /proc/PID/maps text, sorted: (starts, ends, names)."""
-    starts, ends, names = [], [], []
+def _parse_maps(text: str) -> tuple[list[int], list[int], list[str], list[Identity]]:
+    """Executable mappings in a /proc/PID/maps text, sorted: (starts, ends, names, file identities)."""
+    starts, ends, names, identities = [], [], [], []
     for line in text.splitlines():
         parts = line.split(maxsplit=5)
         if len(parts) < 2 or "x" not in parts[1]:
@@ -181,19 +204,24 @@ def _parse_maps(text: str) -> tuple[list[int], list[int], list[str]]:
         path = parts[5] if len(parts) > 5 else ""
         if path.endswith(" (deleted)"):
             path = path[: -len(" (deleted)")]
+        identity = maps_identity_of_device(parts[3], parts[4]) if len(parts) > 4 else NO_FILE
         if not path or path in ("[heap]", "[stack]") or path.startswith(("[anon", "[stack")):
             path = "[anon]"
+        if not path.startswith("/"):
+            identity = NO_FILE
         lo, hi = parts[0].split("-")
         starts.append(int(lo, 16))
         ends.append(int(hi, 16))
         names.append(path)
-    return starts, ends, names
+        identities.append(identity)
+    return starts, ends, names, identities
 
 
-def mapped_name(starts: list[int], ends: list[int], names: list[str], address: int) -> str | None:
-    """The name of the mapping (from `_parse_maps`) that holds `address`, or None."""
+def mapped_object(starts: list[int], ends: list[int], names: list[str], identities: list[Identity],
+                  address: int) -> tuple[str, Identity] | None:
+    """The name and file identity of the mapping (from `_parse_maps`) that holds `address`, or None."""
     i = bisect.bisect_right(starts, address) - 1
-    return names[i] if i >= 0 and address < ends[i] else None
+    return (names[i], identities[i]) if i >= 0 and address < ends[i] else None
 
 
 def _proc_state(tgid: int, tid: int) -> str:
@@ -227,7 +255,8 @@ class PcSampler:
     def __init__(self, pid: int, hz: float = 2000.0) -> None:
         self.pid, self.period = pid, 1.0 / hz
         self._threads: dict[int, _Tracee] = {}
-        self._maps: dict[int, tuple[float, str, list[int], list[int], list[str]]] = {}  # tgid -> read at, text, ...
+        self._maps: dict[int, tuple[Any, ...]] = {}  # tgid -> (read at, text, *_parse_maps(text))
+        self._identities: dict[str, Identity] = {}  # object key -> its file's identity
         self._time: dict[str, float] = {}  # thread-seconds per object
         self._hits: dict[str, int] = {}  # samples per object
         self._seen: set[int] = set()
@@ -259,7 +288,7 @@ class PcSampler:
         by_object = {name: round(s / self.period) for name, s in dict(self._time).items()}
         by_object = {name: n for name, n in by_object.items() if n}
         return PcSamples(by_object, sum(by_object.values()), len(self._seen), self._error, self._ticks,
-                         self._cpu_s, dict(self._hits))
+                         self._cpu_s, dict(self._hits), identities=dict(self._identities))
 
     # --- sampler thread ---------------------------------------------------------------------------
 
@@ -455,12 +484,13 @@ class PcSampler:
         weight, t.last = t.since - t.last, t.since
         if pc is None:
             return
-        name = self._object_at(t.tgid, pc) if pc >= 0 else "[unknown]"
+        name, identity = self._object_at(t.tgid, pc) if pc >= 0 else ("[unknown]", NO_FILE)
+        name = object_key(name, identity, self._identities)
         self._time[name] = self._time.get(name, 0.0) + weight
         self._hits[name] = self._hits.get(name, 0) + 1
         self._seen.add(tid)
 
-    def _object_at(self, tgid: int, pc: int) -> str:
+    def _object_at(self, tgid: int, pc: int) -> tuple[str, Identity]:
         now = time.monotonic()
         for attempt in range(2):
             cached = self._maps.get(tgid)
@@ -469,14 +499,14 @@ class PcSampler:
                     with open(f"/proc/{tgid}/maps") as f:
                         text = f.read()
                 except OSError:
-                    return "[unknown]"
+                    return "[unknown]", NO_FILE
                 parsed = cached[1:] if cached is not None and cached[1] == text else (text, *_parse_maps(text))
                 cached = (now, *parsed)
                 self._maps[tgid] = cached
-            name = mapped_name(cached[2], cached[3], cached[4], pc)
-            if name is not None:
-                return name
-        return "[unknown]"
+            found = mapped_object(*cached[2:], pc)
+            if found is not None:
+                return found
+        return "[unknown]", NO_FILE
 
 
 @functools.cache
