@@ -35,6 +35,10 @@ ALU_OPS: dict[str, Any] = {
 class _Token:
     """A name NKI understands; nothing to compute with on the host."""
 
+    nki_dtype: str | None = None
+    nki_op: str | None = None
+    _np: Any = None
+
     def __init__(self, name: str) -> None:
         self.name = name
 
