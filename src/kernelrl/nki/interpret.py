@@ -1,8 +1,8 @@
 """Running NKI kernels: `@nki.jit`, the `neuronxcc` import shim, and the per-run cost report.
 
 Import shim: `nki_modules()` is a context manager that installs this interpreter into `sys.modules`
-under `neuronxcc`, `neuronxcc.nki`, `neuronxcc.nki.language` and `neuronxcc.nki.isa` only while it is
-active (and only when the real Neuron SDK is not importable, unless `force=True`); the previous
+under `neuronxcc`, `neuronxcc.nki`, `neuronxcc.nki.language`, `neuronxcc.nki.isa` and `neuronxcc.nki.typing`
+(modules of public API names only), and the numpy facade under `numpy`, only while it is active (and only when the real Neuron SDK is not importable, unless `force=True`); the previous
 entries are restored on exit. Candidate code is imported inside it (`load_candidate`); kernels keep
 working after it exits because they hold references to the interpreter's functions.
 """
