@@ -180,9 +180,8 @@ RULES = [
     ),
     (
         "err-store-value",
-        "PSUM",
-        "out = nl.ndarray((128, 4), nl.float32, buffer=nl.shared_hbm)\n"
-        "acc = nl.zeros((128, 4), nl.float32, buffer=nl.psum)\nnl.store(out, value=acc)  # HERE\n",
+        "SBUF or PSUM tile",
+        "out = nl.ndarray((128, 4), nl.float32, buffer=nl.shared_hbm)\nnl.store(out, value=2.0)  # HERE\n",
     ),
     (
         "err-psum-accumulate-dtype",

@@ -8,7 +8,11 @@ instruction-level *estimate*, never wall time). Candidate code imports the real 
 
 Subset:
 - kernels: `@nki.jit` functions taking HBM tensors (numpy/torch inputs are copied into HBM) and returning
-  HBM tensor(s) made with `nl.ndarray(shape, dtype, buffer=nl.shared_hbm)`; no SPMD grids.
+  HBM tensor(s) made with `nl.ndarray(shape, dtype, buffer=nl.shared_hbm)`; SPMD grids `kernel[grid]`
+  with `nl.program_id`; `nki.baremetal`, `nki.simulate_kernel`, `nki.typing`. DESIGN.md's NKI section
+  lists the full API against the NKI reference and what is left out.
+- tiles are opaque (values in private attributes); every NKI call is recorded in a JSON trace that the
+  judge replays with its own interpreter and cost model (`trace.replay`, `verify.verify_forward`).
 - buffers `nl.sbuf`, `nl.psum`, `nl.shared_hbm`/`nl.hbm`; `nl.ndarray`, `nl.zeros`, `nl.ones`, `nl.full`,
   `nl.par_dim`, `nl.tile_size`; `nl.load(hbm_view, mask=, dtype=)` -> SBUF tile,
   `nl.store(hbm_view, value=tile, mask=)`; HBM `reshape`.
@@ -21,13 +25,13 @@ Subset:
   operators), broadcasting along free dims only; reductions `nl.sum/max/min/mean/prod(axis=free
   axes, keepdims=)`; `nl.copy`; `nl.transpose`; `nl.matmul(x, y, transpose_x=)`; dtype casts
   (float32, bfloat16 rounded to nearest-even in fp32 storage, float16, int32, int8, uint8);
-  `mask=` on compute (masked-out elements are 0 here; undefined on hardware).
+  `mask=` on compute (masked-out elements are 0 here); masked-out lanes of a load are poison (NaN).
 - `nisa`: nc_matmul, nc_transpose, activation, tensor_tensor, tensor_scalar, tensor_reduce,
   tensor_copy, memset. PSUM accumulation with `psum_tile += nisa.nc_matmul(...)` (fp32 PSUM only).
 - rules (see `rules.py` for numbers and sources): partition dim <= 128; PSUM tile free size <= 512
   fp32 and at most 8 live 2 KiB banks per partition; matmul K <= 128, stationary free <= 128, moving
   free <= 512, SBUF operands of float dtype; live SBUF <= 192 KiB per partition (liveness from Python
-  references); no compute on HBM; store only to HBM and only from SBUF; out-of-bounds HBM/tile access
+  references); no compute on HBM; store only to HBM; 1-D arange indexing; affine_range loop-carried dependencies; out-of-bounds HBM/tile access
   without a covering mask; no reduction over the partition axis.
 """
 

@@ -7,36 +7,52 @@ from typing import Any
 
 import numpy as np
 
+from kernelrl.nki import cost as _cost
 from kernelrl.nki import language as nl
 from kernelrl.nki.rules import fail
-from kernelrl.nki.tensors import PSUM, Mask, Tile, current_run, to_dtype
+from kernelrl.nki.tensors import (
+    PSUM,
+    SBUF,
+    HbmTensor,
+    HbmView,
+    Mask,
+    Tile,
+    cast,
+    current_run,
+    float32,
+    to_dtype,
+)
+from kernelrl.nki.trace import traced
 
 __all__ = [
-    "activation", "memset", "nc_matmul", "nc_transpose", "tensor_copy", "tensor_reduce", "tensor_scalar",
-    "tensor_tensor",
+    "activation", "bn_aggr", "bn_stats", "dma_copy", "memset", "nc_matmul", "nc_transpose", "tensor_copy",
+    "tensor_reduce", "tensor_scalar", "tensor_tensor",
 ]
 
 _REDUCERS = {np.add: np.sum, np.maximum: np.max, np.minimum: np.min, np.multiply: np.prod}
 
 
 def _np_of(op: Any, what: str) -> Callable[..., np.ndarray]:
-    fn = getattr(op, "_np", None) or (op if isinstance(op, np.ufunc) else None)
+    fn = getattr(op, "_np", None) if callable(op) or getattr(op, "nki_op", None) else None
     if fn is None:
         raise fail("err-unsupported-op", f"{what}: unsupported op {op!r}; pass an nl function such as nl.exp or nl.add")
     return fn
 
 
+@traced("nisa.nc_matmul")
 def nc_matmul(stationary: Tile, moving: Tile, *, mask: Mask | None = None, **_: Any) -> Tile:
     """stationary[K, M].T @ moving[K, N] -> new fp32 PSUM tile [M, N] (K, M <= 128; N <= 512)."""
     return nl.matmul_core(stationary, moving, "nisa.nc_matmul")
 
 
+@traced("nisa.nc_transpose")
 def nc_transpose(data: Tile, *, mask: Mask | None = None, **_: Any) -> Tile:
     """Partition/free transpose of a 2-D tile on the Tensor Engine; the result is a PSUM tile."""
     out = nl._pe_transpose(data, "nisa.nc_transpose")
     return Tile(out, data.dtype, PSUM)
 
 
+@traced("nisa.activation")
 def activation(
     op: Any, data: Tile, *, bias: Any = None, scale: Any = 1.0, dtype: Any = None, mask: Mask | None = None
 ) -> Tile:
@@ -46,6 +62,7 @@ def activation(
     return nl._apply(lambda x, s, b: fn(x * s + b), operands, "scalar", "nisa.activation", dtype, mask)
 
 
+@traced("nisa.tensor_tensor")
 def tensor_tensor(data1: Tile, data2: Tile, op: Any, *, dtype: Any = None, mask: Mask | None = None, **_: Any) -> Tile:
     """op(data1, data2) elementwise on the Vector Engine; both operands must be tiles."""
     if not (isinstance(data1, Tile) and isinstance(data2, Tile)):
@@ -54,6 +71,7 @@ def tensor_tensor(data1: Tile, data2: Tile, op: Any, *, dtype: Any = None, mask:
     return nl._apply(_np_of(op, "nisa.tensor_tensor"), [data1, data2], "vector", "nisa.tensor_tensor", dtype, mask)
 
 
+@traced("nisa.tensor_scalar")
 def tensor_scalar(
     data: Tile, op0: Any, operand0: Any, reverse0: bool = False, op1: Any = None, operand1: Any = None,
     reverse1: bool = False, *, dtype: Any = None, mask: Mask | None = None, **_: Any,
@@ -72,6 +90,7 @@ def tensor_scalar(
     return nl._apply(fn, operands, "vector", "nisa.tensor_scalar", dtype, mask)
 
 
+@traced("nisa.tensor_reduce")
 def tensor_reduce(
     op: Any, data: Tile, axis: Any, *, dtype: Any = None, negate: bool = False, keepdims: bool = False,
     mask: Mask | None = None,
@@ -83,16 +102,81 @@ def tensor_reduce(
     reducer = {np.sum: nl.sum, np.max: nl.max, np.min: nl.min, np.prod: nl.prod}[_REDUCERS[fn]]
     out = reducer(data, axis, dtype=dtype, keepdims=keepdims, mask=mask)
     if negate:
-        out.data = -out.data
+        out._data = -out._data
     return out
 
 
+@traced("nisa.tensor_copy")
 def tensor_copy(src: Tile, *, dtype: Any = None, mask: Mask | None = None, **_: Any) -> Tile:
     """Copy a tile (PSUM or SBUF) into a new SBUF tile on the Vector Engine."""
     return nl.copy(src, dtype=dtype, mask=mask)
 
 
+@traced("nisa.memset")
 def memset(shape: Any, value: float, dtype: Any, **_: Any) -> Tile:
     """A new SBUF tile filled with `value` (GpSimd Engine)."""
     current_run()
     return nl.full(shape, value, to_dtype(dtype))  # type: ignore[return-value]
+
+
+BN_STATS_FMAX = 512
+
+
+@traced("nisa.bn_stats")
+def bn_stats(data: Tile, *, mask: Mask | None = None, dtype: Any = None, **_: Any) -> Tile:
+    """Per-partition (count, mean, variance * count) of the even and of the odd free elements: [P, 6]
+    (Vector Engine, fp32; at most `nl.tile_size.bn_stats_fmax` = 512 free elements)."""
+    (tile,) = nl._tile_operands([data], "nisa.bn_stats")
+    values = nl.operand_values(tile).astype(np.float64).reshape(tile.shape[0], -1)
+    if values.shape[1] > BN_STATS_FMAX:
+        raise fail("err-bn-stats-fmax", f"nisa.bn_stats: free size {values.shape[1]} exceeds bn_stats_fmax ({BN_STATS_FMAX})")
+    parts = []
+    for half in (values[:, 0::2], values[:, 1::2]):
+        count = half.shape[1]
+        mean = half.mean(axis=1) if count else np.zeros(half.shape[0])
+        var = half.var(axis=1) if count else np.zeros(half.shape[0])
+        parts += [np.full(half.shape[0], float(count)), mean, var * count]
+    current_run().cost.charge("vector", _cost.elementwise_us(values.shape[1], "vector"))
+    return Tile(np.stack(parts, axis=1), to_dtype(dtype) if dtype is not None else float32, SBUF)
+
+
+@traced("nisa.bn_aggr")
+def bn_aggr(data: Tile, *, mask: Mask | None = None, dtype: Any = None, **_: Any) -> Tile:
+    """Mean and variance per partition ([P, 2]) from one or more bn_stats outputs (triples per partition)."""
+    (tile,) = nl._tile_operands([data], "nisa.bn_aggr")
+    values = nl.operand_values(tile).astype(np.float64).reshape(tile.shape[0], -1)
+    if values.shape[1] % 3:
+        raise fail("err-bn-aggr-shape", f"nisa.bn_aggr: {values.shape[1]} elements per partition is not a multiple of 3")
+    triples = values.reshape(tile.shape[0], -1, 3)
+    count, mean, m2 = triples[..., 0], triples[..., 1], triples[..., 2]
+    total = np.maximum(count.sum(axis=1), 1.0)
+    grand = (count * mean).sum(axis=1) / total
+    var = (m2.sum(axis=1) + (count * (mean - grand[:, None]) ** 2).sum(axis=1)) / total
+    current_run().cost.charge("vector", _cost.elementwise_us(max(64, 13 * values.shape[1] // 3), "vector"))
+    return Tile(np.stack([grand, var], axis=1), to_dtype(dtype) if dtype is not None else tile.dtype, SBUF)
+
+
+@traced("nisa.dma_copy")
+def dma_copy(*, dst: Any, src: Any, mask: Mask | None = None, **_: Any) -> None:
+    """Copy `src` into `dst` on a DMA queue: HBM <-> SBUF, SBUF -> SBUF or HBM -> HBM."""
+    run = current_run()
+    if isinstance(src, HbmTensor | HbmView):
+        dtype = dst.dtype if isinstance(dst, Tile) else src.dtype
+        values, nbytes = nl.read_hbm(src, mask, dtype, "nisa.dma_copy")
+        value = Tile(values, src.dtype, SBUF, allocate=False)
+    elif isinstance(src, Tile):
+        value, nbytes = src, int(np.prod(src.shape)) * src.dtype.itemsize
+    else:
+        raise fail("err-dma-operand", f"nisa.dma_copy: src must be an HBM tensor or a tile, got {type(src).__name__}")
+    if isinstance(dst, HbmTensor | HbmView):
+        nbytes = nl.write_hbm(dst, value, mask, "nisa.dma_copy")
+    elif isinstance(dst, Tile):
+        if dst.buffer != SBUF or dst.shape != value.shape:
+            raise fail("err-dma-operand", f"nisa.dma_copy: an on-chip dst must be an SBUF tile of the src's shape "
+                       f"{value.shape}, got {dst.buffer.upper()} {dst.shape}")
+        dst._data[...] = cast(nl.operand_values(value), dst.dtype)
+        run.wrote(dst._stamps, ...)
+    else:
+        raise fail("err-dma-operand", f"nisa.dma_copy: dst must be an HBM tensor or an SBUF tile, got {type(dst).__name__}")
+    run.cost.charge("dma", _cost.dma_us(nbytes), nbytes=nbytes)
+

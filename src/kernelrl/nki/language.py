@@ -12,16 +12,20 @@ import numpy as np
 from kernelrl.nki import cost as _cost
 from kernelrl.nki.rules import GEMM_MOVING_FMAX, GEMM_STATIONARY_FMAX, PMAX, PSUM_FMAX, fail
 from kernelrl.nki.tensors import (
+    _RUN,
     HBM,
     PSUM,
     SBUF,
+    AffineLoop,
     DType,
     HbmTensor,
     HbmView,
     IndexExpr,
     Mask,
     Tile,
+    _full_index,
     bfloat16,
+    bool_,
     cast,
     check_bounds,
     current_run,
@@ -30,25 +34,29 @@ from kernelrl.nki.tensors import (
     gather,
     hbm_access,
     int8,
+    int16,
     int32,
     operand_values,
+    poison,
     scatter,
     to_dtype,
     uint8,
 )
+from kernelrl.nki.trace import ParDim, traced
 
 __all__ = [
-    "abs", "add", "affine_range", "arange", "bfloat16", "ceil", "copy", "cos", "divide", "ds", "equal",
-    "erf", "exp", "float16", "float32", "floor", "full", "gelu", "gelu_apprx_tanh", "greater",
-    "greater_equal", "hbm", "int8", "int32", "less", "less_equal", "load", "log", "matmul", "max",
-    "maximum", "mean", "mgrid", "min", "minimum", "multiply", "ndarray", "negative", "not_equal", "ones",
-    "par_dim", "power", "private_hbm", "prod", "psum", "reciprocal", "relu", "rsqrt", "sbuf",
-    "sequential_range", "shared_hbm", "sigmoid", "sign", "silu", "sin", "softplus", "sqrt", "square",
-    "static_range", "store", "subtract", "sum", "tanh", "tile_size", "transpose", "uint8", "zeros",
+    "abs", "add", "affine_range", "arange", "bfloat16", "bool_", "broadcast_to", "ceil", "copy", "cos", "divide",
+    "ds", "equal", "erf", "exp", "float16", "float32", "floor", "full", "gelu", "gelu_apprx_tanh", "greater",
+    "greater_equal", "hbm", "int8", "int16", "int32", "less", "less_equal", "load", "log", "matmul", "max",
+    "maximum", "mean", "mgrid", "min", "minimum", "multiply", "ndarray", "negative", "not_equal", "num_programs",
+    "ones", "par_dim", "power", "private_hbm", "prod", "program_id", "program_ndim", "psum", "reciprocal", "relu",
+    "rsqrt", "sbuf", "sequential_range", "shared_hbm", "sigmoid", "sign", "silu", "sin", "softplus", "sqrt",
+    "square", "static_range", "store", "subtract", "sum", "tanh", "tile_size", "transpose", "uint8", "zeros",
 ]
 
 sbuf, psum, hbm = SBUF, PSUM, HBM
 shared_hbm = private_hbm = HBM
+MAX_TENSOR_ELEMENTS = 1 << 27
 
 
 class tile_size:
@@ -58,27 +66,38 @@ class tile_size:
     psum_fmax = PSUM_FMAX
     gemm_stationary_fmax = GEMM_STATIONARY_FMAX
     gemm_moving_fmax = GEMM_MOVING_FMAX
+    bn_stats_fmax = 512
 
 
-def par_dim(size: int) -> int:
-    """Marks the partition dim in a shape; the interpreter treats it as the plain size."""
-    return int(size)
+def par_dim(size: int) -> ParDim:
+    """Marks the partition dim of an on-chip buffer's shape: `(blocks, nl.par_dim(128), free)` is `blocks`
+    tiles of [128, free] (charged blocks * free elements per partition)."""
+    return ParDim(int(size))
 
 
-def _shape(shape: Any) -> tuple[int, ...]:
+def _shape(shape: Any) -> tuple[tuple[int, ...], int]:
+    """A shape and the index of its partition dim (the `par_dim` one, else 0)."""
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    if not all(isinstance(s, int | np.integer) and s > 0 for s in shape):
+    if not all(isinstance(s, int | np.integer) and not isinstance(s, bool) and s > 0 for s in shape):
         raise fail("err-shape", f"shape {shape} must be positive integers")
-    return tuple(int(s) for s in shape)
+    marked = [i for i, s in enumerate(shape) if isinstance(s, ParDim)]
+    if len(marked) > 1:
+        raise fail("err-shape", f"shape {shape} marks {len(marked)} partition dims with nl.par_dim; mark one")
+    if math.prod(int(s) for s in shape) > MAX_TENSOR_ELEMENTS:
+        raise fail("err-shape", f"shape {shape} has more than {MAX_TENSOR_ELEMENTS} elements")
+    return tuple(int(s) for s in shape), (marked[0] if marked else 0)
 
 
-# ---------------------------------------------------------------- indices and loops
+# ---------------------------------------------------------------- indices, loops and SPMD programs
 
 
+@traced("nl.arange")
 def arange(start: int, stop: int | None = None, step: int = 1) -> IndexExpr:
     """A 1-D index expression; `nl.arange(n)[:, None]` makes a partition index, `[None, :]` a free one."""
     if stop is None:
         start, stop = 0, start
+    if (int(stop) - int(start)) // builtins.max(int(step), 1) > MAX_TENSOR_ELEMENTS:
+        raise fail("err-shape", "nl.arange too long")
     return IndexExpr(np.arange(start, stop, step))
 
 
@@ -94,10 +113,20 @@ class _IndexGrid(tuple):
         return self[1]
 
 
+@traced("nl.mgrid")
+def _mgrid(key: Any) -> _IndexGrid:
+    key = key if isinstance(key, tuple) else (key,)
+    if not all(isinstance(k, slice) for k in key):
+        raise fail("err-unsupported-index", "nl.mgrid takes slices, e.g. nl.mgrid[0:128, 0:512]")
+    sizes = [len(range(k.start or 0, k.stop, k.step or 1)) for k in key]
+    if math.prod(sizes) * len(sizes) > MAX_TENSOR_ELEMENTS:
+        raise fail("err-shape", "nl.mgrid too large")
+    return _IndexGrid(IndexExpr(v) for v in np.mgrid[key])
+
+
 class _MGrid:
     def __getitem__(self, key: Any) -> _IndexGrid:
-        key = key if isinstance(key, tuple) else (key,)
-        return _IndexGrid(IndexExpr(v) for v in np.mgrid[key])
+        return _mgrid(key)
 
 
 mgrid = _MGrid()
@@ -108,9 +137,37 @@ def ds(start: int, size: int) -> slice:
     return slice(start, start + size)
 
 
-def affine_range(*args: int) -> range:
+class _AffineRange:
+    """`nl.affine_range`: iterations must be independent. Inside a kernel, every write made in an iteration
+    stamps its elements; reading an element an earlier iteration wrote (other than by `+=`) is a
+    loop-carried dependency, which NKI leaves undefined and the interpreter refuses."""
+
+    def __init__(self, args: tuple[int, ...]) -> None:
+        self.range = range(*args)
+
+    def __len__(self) -> int:
+        return len(self.range)
+
+    def __iter__(self) -> Any:
+        run = _RUN.get()
+        if run is None:
+            yield from self.range
+            return
+        run.stamp += 1
+        loop = AffineLoop(begin=run.stamp)
+        run.loops.append(loop)
+        try:
+            for i in self.range:
+                run.stamp += 1
+                loop.current = run.stamp
+                yield i
+        finally:
+            run.loops.remove(loop)
+
+
+def affine_range(*args: int) -> Any:
     """Loop whose iterations are independent (the compiler may reorder/parallelise them)."""
-    return range(*args)
+    return _AffineRange(args)
 
 
 def sequential_range(*args: int) -> range:
@@ -123,76 +180,135 @@ def static_range(*args: int) -> range:
     return range(*args)
 
 
+def program_id(axis: int) -> int:
+    """Index of this SPMD program along launch-grid axis `axis` (`kernel[grid](...)`)."""
+    run = current_run()
+    if not 0 <= int(axis) < builtins.max(len(run.grid), 1):
+        raise fail("err-program-axis", f"nl.program_id({axis}) outside a launch grid of rank {len(run.grid)}")
+    return run.program[int(axis)] if run.program else 0
+
+
+def num_programs(axis: int | None = None) -> int:
+    """Size of the launch grid along `axis` (all programs when None)."""
+    grid = current_run().grid or (1,)
+    return math.prod(grid) if axis is None else grid[int(axis)]
+
+
+def program_ndim() -> int:
+    """Rank of the launch grid."""
+    return len(current_run().grid)
+
+
+@traced("spmd.program")
+def begin_program(index: Any) -> None:
+    """Start SPMD program `index`: its shared_hbm allocations are the first program's tensors."""
+    run = current_run()
+    run.program, run.shared_no = tuple(int(i) for i in index), 0
+
+
 # ---------------------------------------------------------------- creation and data movement
 
 
-def _fill(shape: Any, dtype: Any, buffer: str, value: float) -> HbmTensor | Tile:
-    shape, dt = _shape(shape), to_dtype(dtype)
+def _hbm(shape: tuple[int, ...], dt: DType, value: float, name: str) -> HbmTensor:
+    run = current_run()
+    if run.program and any(run.program):  # SPMD: every program shares the first program's output tensors
+        if run.shared_no >= len(run.shared):
+            raise fail("err-spmd-alloc", "SPMD programs must allocate the same shared_hbm tensors in the same order")
+        tensor = run.shared[run.shared_no]
+        run.shared_no += 1
+        return tensor
+    tensor = HbmTensor(np.full(shape, value, dtype=dt.storage), dt, name)
+    run.shared.append(tensor)
+    return tensor
+
+
+def _fill(shape: Any, dtype: Any, buffer: str, value: float, name: str = "") -> HbmTensor | Tile:
+    (shape, pdim), dt = _shape(shape), to_dtype(dtype)
     if buffer == HBM:
-        return HbmTensor(np.full(shape, value, dtype=dt.storage), dt)
+        return _hbm(shape, dt, value, name)
     if buffer not in (SBUF, PSUM):
         raise fail("err-unsupported-memory", f"unknown buffer {buffer!r}; use nl.sbuf, nl.psum or nl.shared_hbm")
-    tile = Tile(np.full(shape, value, dtype=np.float64), dt, buffer)
-    current_run().cost.charge("gpsimd", _cost.elementwise_us(math.prod(shape[1:]), "gpsimd"))
+    tile = Tile(np.full(shape, value, dtype=np.float64), dt, buffer, pdim=pdim)
+    current_run().cost.charge("gpsimd", _cost.elementwise_us(math.prod(shape) // shape[pdim], "gpsimd"))
     return tile
 
 
+@traced("nl.ndarray")
 def ndarray(shape: Any, dtype: Any, buffer: str = SBUF, name: str = "") -> HbmTensor | Tile:
     """An uninitialised tensor (the interpreter fills float tensors with NaN so unwritten data shows)."""
     dt = to_dtype(dtype)
-    shape = _shape(shape)
+    shape, pdim = _shape(shape)
     if buffer == HBM:
-        return HbmTensor(np.full(shape, np.nan if dt.is_float else 0, dtype=dt.storage), dt, name)
+        return _hbm(shape, dt, np.nan if dt.is_float else 0, name)
     if buffer not in (SBUF, PSUM):
         raise fail("err-unsupported-memory", f"unknown buffer {buffer!r}; use nl.sbuf, nl.psum or nl.shared_hbm")
-    return Tile(np.full(shape, np.nan if dt.is_float else 0), dt, buffer)
+    return Tile(np.full(shape, poison(dt)), dt, buffer, pdim=pdim)
 
 
+@traced("nl.zeros")
 def zeros(shape: Any, dtype: Any, buffer: str = SBUF, name: str = "") -> HbmTensor | Tile:
     """A zero-filled tensor (a memset instruction for on-chip tiles)."""
-    return _fill(shape, dtype, buffer, 0.0)
+    return _fill(shape, dtype, buffer, 0.0, name)
 
 
+@traced("nl.ones")
 def ones(shape: Any, dtype: Any, buffer: str = SBUF, name: str = "") -> HbmTensor | Tile:
-    return _fill(shape, dtype, buffer, 1.0)
+    return _fill(shape, dtype, buffer, 1.0, name)
 
 
+@traced("nl.full")
 def full(shape: Any, fill_value: float, dtype: Any, buffer: str = SBUF, name: str = "") -> HbmTensor | Tile:
-    return _fill(shape, dtype, buffer, fill_value)
+    return _fill(shape, dtype, buffer, fill_value, name)
 
 
 _MASK_HINT = " (mask the ragged last tile: mask=(index < size))"
 
 
-def load(src: HbmTensor | HbmView, mask: Mask | None = None, dtype: Any = None) -> Tile:
-    """DMA an HBM access pattern into a new SBUF tile."""
-    base, access = hbm_access(src, "nl.load")
+def read_hbm(src: HbmTensor | HbmView, mask: Mask | None, dtype: DType, what: str) -> tuple[np.ndarray, int]:
+    """The values of an HBM access pattern (masked-out lanes poisoned) and the bytes a DMA moves."""
+    base, access = hbm_access(src, what)
     access = access.with_mask(mask)
-    check_bounds(base.shape, access, f"nl.load from HBM tensor of shape {base.shape}", _MASK_HINT)
-    tile = Tile(gather(base.data, access), to_dtype(dtype) if dtype is not None else base.dtype, SBUF)
-    nbytes = access.count() * base.dtype.itemsize
+    check_bounds(base.shape, access, f"{what} from HBM tensor of shape {base.shape}", _MASK_HINT)
+    current_run().check_read(base._stamps, _full_index(access), f"{what} from HBM")
+    return gather(base._data, access, poison(dtype)), access.count() * base.dtype.itemsize
+
+
+def write_hbm(dst: HbmTensor | HbmView, value: Tile, mask: Mask | None, what: str) -> int:
+    """Write a tile's values into an HBM access pattern; the bytes a DMA moves."""
+    base, access = hbm_access(dst, what)
+    access = access.with_mask(mask)
+    values = operand_values(value)
+    try:
+        np.broadcast_to(values, access.shape)
+    except ValueError:
+        raise fail("err-shape-mismatch", f"{what} of a tile of shape {value.shape} into an access of shape {access.shape}") from None
+    check_bounds(base.shape, access, f"{what} to HBM tensor of shape {base.shape}", _MASK_HINT)
+    scatter(base._data, access, cast(values, base.dtype))
+    current_run().wrote(base._stamps, _full_index(access))
+    return access.count() * base.dtype.itemsize
+
+
+@traced("nl.load")
+def load(src: HbmTensor | HbmView, mask: Mask | None = None, dtype: Any = None) -> Tile:
+    """DMA an HBM access pattern into a new SBUF tile; masked-out lanes hold poison (NaN for floats)."""
+    out_dtype = to_dtype(dtype) if dtype is not None else hbm_access(src, "nl.load")[0].dtype
+    values, nbytes = read_hbm(src, mask, out_dtype, "nl.load")
+    tile = Tile(values, out_dtype, SBUF)
     current_run().cost.charge("dma", _cost.dma_us(nbytes), nbytes=nbytes)
     return tile
 
 
+@traced("nl.store")
 def store(dst: HbmTensor | HbmView, value: Tile, mask: Mask | None = None) -> None:
-    """DMA an SBUF tile into an HBM access pattern."""
+    """DMA an SBUF tile into an HBM access pattern (a PSUM tile is first copied to SBUF, as NKI does)."""
     if not isinstance(dst, HbmTensor | HbmView):
         kind = getattr(dst, "buffer", type(dst).__name__)
         raise fail("err-store-target", f"nl.store writes HBM only, got a destination in {kind}")
-    base, access = hbm_access(dst, "nl.store")
     if not isinstance(value, Tile):
-        raise fail("err-store-value", f"nl.store needs an SBUF tile as value, got {type(value).__name__}")
-    if value.buffer != SBUF:
-        raise fail("err-store-value", "nl.store reads SBUF tiles; copy the PSUM tile to SBUF first (nl.copy)")
-    access = access.with_mask(mask)
-    try:
-        np.broadcast_to(value.data, access.shape)
-    except ValueError:
-        raise fail("err-shape-mismatch", f"nl.store of a tile of shape {value.shape} into an access of shape {access.shape}") from None
-    check_bounds(base.shape, access, f"nl.store to HBM tensor of shape {base.shape}", _MASK_HINT)
-    scatter(base.data, access, cast(value.data, base.dtype))
-    nbytes = access.count() * base.dtype.itemsize
+        raise fail("err-store-value", f"nl.store needs an SBUF or PSUM tile as value, got {type(value).__name__}")
+    if value.buffer == PSUM:  # documented: the compiler inserts the PSUM -> SBUF copy
+        current_run().cost.charge("vector", _cost.elementwise_us(math.prod(value.shape[1:]), "vector"))
+    nbytes = write_hbm(dst, value, mask, "nl.store")
     current_run().cost.charge("dma", _cost.dma_us(nbytes), nbytes=nbytes)
 
 
@@ -267,11 +383,11 @@ def _unary(name: str, fn: Callable[[np.ndarray], np.ndarray], engine: str = "sca
     def op(x: Any, dtype: Any = None, mask: Mask | None = None) -> Tile:
         return _apply(fn, [x], engine, f"nl.{name}", dtype, mask)
 
-    op.__name__ = name
+    op.__name__ = op.__qualname__ = name
     op.__doc__ = f"Elementwise `{name}` ({engine} engine)."
     op._np = fn  # type: ignore[attr-defined]
     op._engine = engine  # type: ignore[attr-defined]
-    return op
+    return traced(f"nl.{name}")(op)
 
 
 def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[..., Tile]:
@@ -280,8 +396,9 @@ def _binary(name: str, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Ca
 
     op.__name__ = name
     op.__doc__ = f"Elementwise `{name}` of two tiles or a tile and a scalar (vector engine)."
+    op.__name__ = op.__qualname__ = name
     op._np = fn  # type: ignore[attr-defined]
-    return op
+    return traced(f"nl.{name}")(op)
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
@@ -336,6 +453,7 @@ equal = _binary("equal", lambda a, b: (a == b).astype(np.float64))
 not_equal = _binary("not_equal", lambda a, b: (a != b).astype(np.float64))
 
 
+@traced("nl.copy")
 def copy(x: Tile, dtype: Any = None, mask: Mask | None = None) -> Tile:
     """Copy a tile (e.g. PSUM -> SBUF) and optionally cast it (vector engine)."""
     return _apply(lambda v: v, [x], "vector", "nl.copy", dtype if dtype is not None else x.dtype, mask)
@@ -363,7 +481,7 @@ def _reduce(
         what = f"nl.{name}"
         (tile,) = _tile_operands([x], what)
         axes = _axes(tile, axis, what)
-        data = tile.data.astype(np.float64)
+        data = operand_values(tile).astype(np.float64)
         active = None
         if mask is not None:
             active = np.broadcast_to(mask.values, tile.shape)
@@ -379,8 +497,9 @@ def _reduce(
 
     op.__name__ = name
     op.__doc__ = f"`{name}` along free axes `axis` (vector engine); axis 0 (partitions) is an error."
+    op.__name__ = op.__qualname__ = name
     op._np = np_fn  # type: ignore[attr-defined]
-    return op
+    return traced(f"nl.{name}")(op)
 
 
 sum = _reduce("sum", np.sum, 0.0)
@@ -421,7 +540,7 @@ def matmul_core(stationary: Any, moving: Any, what: str) -> Tile:
             "err-matmul-moving-fmax",
             f"{what}: moving free size {n} exceeds nl.tile_size.gemm_moving_fmax ({GEMM_MOVING_FMAX})",
         )
-    out = s.data.astype(np.float32).T @ m.data.astype(np.float32)
+    out = operand_values(s).astype(np.float32).T @ operand_values(m).astype(np.float32)
     tile = Tile(out, float32, PSUM)
     fp32 = float32 in (s.dtype, m.dtype)
     current_run().cost.charge("tensor", _cost.matmul_us(n, fp32), flops=2 * k * mm * n)
@@ -436,9 +555,10 @@ def _pe_transpose(x: Any, what: str) -> np.ndarray:
     if f > PMAX:
         raise fail("err-partition-dim", f"{what}: free size {f} would become a partition dimension over {PMAX}")
     current_run().cost.charge("tensor", _cost.matmul_us(p, tile.dtype is float32), flops=2 * p * p * f)
-    return tile.data.T
+    return operand_values(tile).T
 
 
+@traced("nl.transpose")
 def transpose(x: Tile, dtype: Any = None, mask: Mask | None = None) -> Tile:
     """Swap partition and free dims of a 2-D tile (Tensor Engine transpose, then PSUM -> SBUF copy)."""
     data = _pe_transpose(x, "nl.transpose")
@@ -449,6 +569,7 @@ def transpose(x: Tile, dtype: Any = None, mask: Mask | None = None) -> Tile:
     return tile
 
 
+@traced("nl.matmul")
 def matmul(x: Tile, y: Tile, transpose_x: bool = False, mask: Mask | None = None) -> Tile:
     """x @ y into a new fp32 PSUM tile; x is [K, M] when `transpose_x`, else [M, K] (transposed first)."""
     if not transpose_x:
@@ -456,3 +577,10 @@ def matmul(x: Tile, y: Tile, transpose_x: bool = False, mask: Mask | None = None
         x = Tile(_pe_transpose(x, "nl.matmul (transpose of x)"), x.dtype, SBUF)
         current_run().cost.charge("vector", _cost.elementwise_us(x.shape[1], "vector"))
     return matmul_core(x, y, "nl.matmul")
+
+
+@traced("nl.broadcast_to")
+def broadcast_to(x: Tile, shape: Any) -> Tile:
+    """`x` broadcast along its free dims to `shape` (a new SBUF tile); also `x.broadcast_to(shape)`."""
+    (tile,) = _tile_operands([x], "nl.broadcast_to")
+    return tile.broadcast_to(shape)

@@ -21,8 +21,10 @@ Code shape:
 
 Memory and data movement:
 - HBM -> SBUF with `tile = nl.load(hbm[...])`; SBUF -> HBM with `nl.store(hbm[...], value=tile)`.
-  Engines never read HBM: load before computing. Store only SBUF tiles, only into HBM; copy PSUM tiles
-  to SBUF first (`nl.copy`).
+  Engines never read HBM: load before computing. Store only into HBM (a PSUM tile is copied to SBUF
+  for you). Masked-out lanes of a load hold undefined values (NaN here): never compute with them.
+- `import numpy as np` gives dtype and ALU-op names only (`dtype=np.float32`, `op0=np.subtract`); tiles
+  have no host values, so all compute is NKI instructions.
 - The first dimension of every SBUF/PSUM tile is the partition dimension: at most {PMAX}
   (`nl.tile_size.pmax`). The remaining dims are the free dimensions.
 - SBUF holds {SBUF_BYTES_PER_PARTITION // 1024} KiB per partition for all live tiles together.
@@ -44,9 +46,12 @@ Compute:
 - `nl.transpose(tile)` swaps partition and free dims of a tile with both dims <= {PMAX}.
 
 Tiling and indexing:
-- Loop over tiles with `nl.affine_range(n)` (independent iterations) or `nl.sequential_range(n)`.
+- Loop over tiles with `nl.affine_range(n)` (independent iterations: reading what an earlier iteration
+  wrote is an error unless it accumulates with `+=`) or `nl.sequential_range(n)`; or launch an SPMD
+  grid `kernel[g0, g1](...)` and pick the tile with `nl.program_id(axis)`.
 - Index with slices (`x[i * 128:(i + 1) * 128, :]`) or index expressions
-  (`i_p = nl.arange(128)[:, None]`, `i_f = nl.arange(F)[None, :]`, `x[base + i_p, i_f]`).
+  (`i_p = nl.arange(128)[:, None]`, `i_f = nl.arange(F)[None, :]`, `x[base + i_p, i_f]`; a bare 1-D
+  `nl.arange(n)` index is an error).
 - Reading or writing HBM past its end is an error: when a size is not a multiple of the tile, mask the
   last tile: `nl.load(x[base + i_p, i_f], mask=(base + i_p < rows))` and the same mask on `nl.store`.
 

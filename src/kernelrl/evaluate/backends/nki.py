@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import ast
 import glob
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from kernelrl.evaluate.backends.base import BACKENDS, Backend, imports_module
+
+# Private attributes honest kernel code needs (`super().__init__()` in ModelNew).
+ALLOWED_PRIVATE = {"__init__"}
 
 
 @BACKENDS.register("nki")
@@ -16,11 +19,13 @@ class NkiBackend(Backend):
     name = "nki"
     preload = ("numpy", "kernelrl.nki", "kernelrl.nki.interpret")
     extra_imports = ("neuronxcc",)
-    denied_imports: ClassVar[dict[str, str]] = {"numpy": "host-side compute: an NKI kernel loads tiles and computes on them",
-                                                 "triton": "another backend"}
+    denied_imports: ClassVar[dict[str, str]] = {"triton": "another backend"}
+
+    def __init__(self) -> None:
+        _register_static_check()
 
     def import_hint(self) -> str:
-        return "torch, math, neuronxcc.nki (nki, nki.language, nki.isa)"
+        return "torch, math, numpy (dtype and ALU-op names), neuronxcc.nki (nki, nki.language, nki.isa, nki.typing)"
 
     def has_device(self) -> bool:
         """A Neuron device and the real SDK; the interpreter is no device."""
@@ -58,3 +63,36 @@ class NkiBackend(Backend):
             return ["no Neuron device: kernels ran in the Neuron SDK's CPU simulator; timing is not meaningful"]
         return ["no Neuron device: ran under kernelrl's NumPy NKI interpreter; timing is not meaningful "
                 "(an estimated engine cost is reported instead)"]
+
+
+def check_nki_host_access(tree: ast.Module, source: str, backend: Backend) -> list[Any]:
+    """NKI candidates: numpy is imported at module level only (there it is the dtype/op-name facade, see
+    `kernelrl.nki.npfacade`), and no private attribute is named (the interpreter keeps tile values there)."""
+    from kernelrl.evaluate.static import Finding
+
+    if backend.name != "nki":
+        return []
+    findings = []
+    top = {id(node) for node in tree.body}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if any(n == "numpy" or n.startswith("numpy.") for n in names) and (
+                id(node) not in top or any(n.startswith("numpy.") for n in names)
+            ):
+                findings.append(Finding("nki-host-access", "reject", "import numpy only at the top of the module, as "
+                                        "`import numpy as np`: an NKI kernel uses it for dtype and ALU-op names only",
+                                        node.lineno))
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and node.attr not in ALLOWED_PRIVATE:
+            findings.append(Finding("nki-host-access", "reject", f"private attribute {node.attr!r}: NKI tiles and "
+                                    "tensors are device values; compute on them with nl/nisa instructions",
+                                    node.lineno))
+    return findings
+
+
+def _register_static_check() -> None:
+    """Registered when the backend is first made (the static module imports the backends package)."""
+    from kernelrl.evaluate.static import STATIC_CHECKS
+
+    if "nki-host-access" not in STATIC_CHECKS.names():
+        STATIC_CHECKS.register("nki-host-access")(check_nki_host_access)

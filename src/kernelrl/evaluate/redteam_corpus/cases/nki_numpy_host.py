@@ -1,10 +1,10 @@
 # redteam-class: nki-host-compute
-# redteam-expect: rejected
+# redteam-expect: compile_error|rejected
 # redteam-task: nki_relu
 # redteam-policy: {"backend": "nki"}
-# redteam-reason: imports
-# NumPy computes the answer on the host and the kernel only copies it; numpy is not importable by an NKI
-# candidate (an NKI kernel computes on tiles).
+# redteam-reason: err-host-numpy
+# NumPy computes the answer on the host and the kernel only copies it. The numpy an NKI candidate imports is
+# a facade of dtype and ALU-op names (np.maximum names an op; calling it computes nothing).
 import numpy as np
 import neuronxcc.nki as nki
 import neuronxcc.nki.language as nl

@@ -1,0 +1,199 @@
+"""Kernels written the way the Neuron docs and nki-samples write them (own kernels, in those styles):
+NumPy dtypes and ALU ops, par_dim buffers, multi-output mgrid with 5-index access, SPMD grids,
+nki.typing annotations, simulate_kernel, bn_stats/bn_aggr, dma_copy and broadcast_to; and the NKI
+semantics of masked lanes, PSUM stores, affine_range dependencies and 1-D aranges."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+
+from kernelrl.nki import NkiCompileError, load_candidate, run_kernel
+
+STYLES = textwrap.dedent('''
+    import numpy as np
+    import neuronxcc.nki as nki
+    import neuronxcc.nki.isa as nisa
+    import neuronxcc.nki.language as nl
+    import neuronxcc.nki.typing as nt
+
+
+    @nki.jit
+    def shift_scale(x: nt.tensor):
+        out = nl.ndarray(x.shape, dtype=np.float32, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        y = nisa.tensor_scalar(t, op0=np.subtract, operand0=1.0, op1=np.multiply, operand1=2.0, dtype=np.float32)
+        nl.store(out, value=y)
+        return out
+
+
+    @nki.jit
+    def blocked_exp(x):
+        rows, cols = x.shape
+        blocks = rows // 128
+        buf = nl.ndarray((blocks, nl.par_dim(128), cols), dtype=x.dtype, buffer=nl.sbuf)
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        for b in nl.affine_range(blocks):
+            buf[b] = nl.load(x[b * 128:(b + 1) * 128, :])
+        for b in nl.affine_range(blocks):
+            nl.store(out[b * 128:(b + 1) * 128, :], value=nl.exp(buf[b]))
+        return out
+
+
+    @nki.jit
+    def avg_pool2(x):
+        c, h, w = x.shape
+        out = nl.ndarray((c, h // 2, w // 2), dtype=x.dtype, buffer=nl.shared_hbm)
+        tile = nl.load(x)
+        i0, i1, i2, i3, i4 = nl.mgrid[0:c, 0:h // 2, 0:2, 0:w // 2, 0:2]
+        pooled = nl.sum(tile[i0, 2 * i1 + i2, 2 * i3 + i4], axis=[2, 4])
+        nl.store(out, value=nl.multiply(pooled, 0.25))
+        return out
+
+
+    @nki.jit
+    def add_program(a, b):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        ix = nl.program_id(0) * 128 + nl.arange(128)[:, None]
+        iy = nl.program_id(1) * 512 + nl.arange(512)[None, :]
+        nl.store(out[ix, iy], value=nl.add(nl.load(a[ix, iy]), nl.load(b[ix, iy])))
+        return out
+
+
+    def add_grid(a, b):
+        return add_program[a.shape[0] // 128, a.shape[1] // 512](a, b)
+
+
+    @nki.jit
+    def mean_var(x):
+        out = nl.ndarray((x.shape[0], 2), dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        n = x.shape[1] // 512
+        stats = nl.ndarray((x.shape[0], 6 * n), dtype=nl.float32, buffer=nl.sbuf)
+        for i in nl.affine_range(n):
+            stats[:, 6 * i:6 * (i + 1)] = nisa.bn_stats(t[:, 512 * i:512 * (i + 1)])
+        nl.store(out, value=nisa.bn_aggr(stats))
+        return out
+
+
+    @nki.jit
+    def add_row_bias(x, bias):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        bias_tile = nl.load(bias)
+        nl.store(out, value=nl.add(t, bias_tile.broadcast_to(t.shape)))
+        return out
+
+
+    @nki.jit
+    def psum_store(a_t, b):
+        out = nl.ndarray((a_t.shape[1], b.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, value=nisa.nc_matmul(nl.load(a_t), nl.load(b)))
+        return out
+''')
+
+rng = np.random.default_rng(0)
+
+
+@pytest.fixture(scope="module")
+def ns() -> dict:
+    return load_candidate(STYLES)
+
+
+def test_numpy_dtypes_and_alu_ops_and_typing(ns: dict) -> None:
+    x = rng.standard_normal((128, 64)).astype(np.float32)
+    np.testing.assert_allclose(ns["shift_scale"](x), (x - 1.0) * 2.0, rtol=1e-6)
+
+
+def test_par_dim_buffer_is_charged_per_partition(ns: dict) -> None:
+    x = rng.standard_normal((1024, 128)).astype(np.float32)
+    result = run_kernel(ns["blocked_exp"], x)
+    np.testing.assert_allclose(result.outputs, np.exp(x), rtol=1e-6)
+    assert 8 * 128 * 4 <= result.sbuf_peak_bytes < 2 * 8 * 128 * 4  # 4 KiB of blocks, not 512 KiB
+
+
+def test_multi_output_mgrid_and_five_index_access(ns: dict) -> None:
+    x = rng.standard_normal((128, 8, 12)).astype(np.float32)
+    expected = x.reshape(128, 4, 2, 6, 2).mean(axis=(2, 4))
+    np.testing.assert_allclose(ns["avg_pool2"](x), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_spmd_grid_with_program_id_and_simulate_kernel(ns: dict) -> None:
+    a, b = (rng.standard_normal((256, 1024)).astype(np.float32) for _ in range(2))
+    np.testing.assert_allclose(ns["add_grid"](a, b), a + b)
+    np.testing.assert_allclose(ns["nki"].simulate_kernel(ns["add_program"][2, 2], a, b), a + b)
+    with pytest.raises(NkiCompileError, match="out of bounds"):
+        ns["add_program"][3, 2](a, b)
+
+
+def test_bn_stats_bn_aggr_dma_copy_broadcast_and_psum_store(ns: dict) -> None:
+    x = rng.standard_normal((128, 1024)).astype(np.float32)
+    np.testing.assert_allclose(ns["mean_var"](x), np.stack([x.mean(1), x.var(1)], 1), rtol=1e-4, atol=1e-6)
+    bias = rng.standard_normal((128, 1)).astype(np.float32)
+    np.testing.assert_allclose(ns["add_row_bias"](x[:, :8], bias), x[:, :8] + bias)
+    a_t, b = rng.standard_normal((128, 64)).astype(np.float32), rng.standard_normal((128, 32)).astype(np.float32)
+    np.testing.assert_allclose(ns["psum_store"](a_t, b), a_t.T @ b, rtol=1e-4, atol=1e-4)
+
+
+SEMANTICS = textwrap.dedent('''
+    import neuronxcc.nki as nki
+    import neuronxcc.nki.language as nl
+
+
+    @nki.jit
+    def sums_masked_lanes(x):
+        out = nl.ndarray((128, 1), dtype=x.dtype, buffer=nl.shared_hbm)
+        i_p = nl.arange(128)[:, None]
+        i_f = nl.arange(8)[None, :]
+        t = nl.load(x[i_p, i_f], mask=(i_p < x.shape[0]))
+        nl.store(out, value=nl.sum(t, axis=1, keepdims=True))
+        return out
+
+
+    @nki.jit
+    def carried(x, affine):
+        loop = nl.affine_range if affine else nl.sequential_range
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        acc = nl.zeros(x.shape, dtype=x.dtype)
+        t = nl.load(x)
+        for _ in loop(3):
+            acc[...] = nl.add(acc, t)
+        nl.store(out, value=acc)
+        return out
+
+
+    @nki.jit
+    def accumulated(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        acc = nl.zeros(x.shape, dtype=x.dtype)
+        t = nl.load(x)
+        for _ in nl.affine_range(3):
+            acc += t
+        nl.store(out, value=acc)
+        return out
+
+
+    @nki.jit
+    def one_d_arange(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.load(x[nl.arange(128), 0]))
+        return out
+''')
+
+
+def test_masked_lanes_are_poison_and_affine_dependencies_and_1d_arange_are_errors() -> None:
+    ns = load_candidate(SEMANTICS)
+    x = np.ones((100, 8), np.float32)
+    out = ns["sums_masked_lanes"](x)
+    assert np.isnan(out[100:]).all() and np.isfinite(out[:100]).all()
+    with pytest.raises(NkiCompileError, match=r"earlier iteration of an nl\.affine_range") as info:
+        ns["carried"](x[:, :4], True)
+    assert info.value.code == "err-loop-carried-dependency"
+    np.testing.assert_allclose(ns["carried"](x[:, :4], False), 3 * x[:, :4])
+    np.testing.assert_allclose(ns["accumulated"](x[:, :4]), 3 * x[:, :4])
+    with pytest.raises(NkiCompileError) as info:
+        ns["one_d_arange"](np.ones((128, 1), np.float32))
+    assert info.value.code == "err-1d-arange-not-supported"
