@@ -155,7 +155,7 @@ def candidate_main(
 
 
 def _own_objects(job: dict[str, Any], workdir: str) -> tuple[str, ...] | None:
-    """Where the candidate's own built code lives (native and torch-extension caches, its work directory),
+    """Path prefixes of the candidate's build caches (attribution is by the broker's identity records, not these paths),
     for the coverage profile; None where the backend's compute cannot be attributed on this machine
     (the Triton interpreter computes with numpy; GPU kernels are not on the CPU) or sampling is unavailable."""
     from kernelrl.evaluate.perf_sampler import sampling_method
