@@ -146,7 +146,8 @@ def classify(samples: PcSamples, own: Container[Identity], runtime: Container[Id
         if identity != NO_FILE and identity in own:
             return "own"
         kind = object_class(name)
-        if kind == "overhead" and runtime is not None and name.startswith("/") and identity not in runtime:
+        if kind == "overhead" and runtime is not None and name.startswith("/") and identity not in runtime \
+                and not _system_file(name, identity):
             return "fallback"
         return kind
 
@@ -155,6 +156,23 @@ def classify(samples: PcSamples, own: Container[Identity], runtime: Container[Id
     for name, n in samples.hits.items():
         hits[cls(name)] += n
     return Coverage(counts["own"], counts["fallback"], counts["overhead"], samples.total, hits["own"], hits["fallback"])
+
+
+def _system_file(path: str, identity: Identity) -> bool:
+    """A root-owned file, writable by no one else, in a root-owned system library directory, that still
+    has the sampled identity: the OS's own runtime (libm, libc), which no candidate can have placed."""
+    import os
+    import stat
+
+    if not path.startswith(("/usr/lib", "/lib")):
+        return False
+    try:
+        st, parent = os.stat(path), os.stat(os.path.dirname(path))
+    except OSError:
+        return False
+    unsafe = stat.S_IWGRP | stat.S_IWOTH
+    return (st.st_dev, st.st_ino) == tuple(identity[:2]) and st.st_uid == 0 and parent.st_uid == 0 and not (
+        st.st_mode & unsafe) and not (parent.st_mode & unsafe)
 
 
 def object_key(name: str, identity: Identity, identities: dict[str, Identity]) -> str:
