@@ -50,6 +50,22 @@ class OpCounter(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+def triton_launch_classes() -> list[type]:
+    """Triton's classes whose `run` launches a kernel (compiled and interpreted); [] without Triton."""
+    try:
+        import triton.runtime.jit as jit
+    except ImportError:
+        return []
+    classes: list[type] = [jit.JITFunction]
+    try:
+        import triton.runtime.interpreter as interpreter
+
+        classes.append(interpreter.InterpretedFunction)
+    except ImportError:
+        pass
+    return classes
+
+
 class LaunchCounter:
     """Counts Triton kernel launches (real or interpreted) by wrapping their `run` method."""
 
@@ -60,18 +76,7 @@ class LaunchCounter:
     def install(cls) -> None:
         if cls._installed:
             return
-        try:
-            import triton.runtime.jit as jit
-        except ImportError:
-            return
-        classes = [jit.JITFunction]
-        try:
-            import triton.runtime.interpreter as interpreter
-
-            classes.append(interpreter.InterpretedFunction)
-        except ImportError:
-            pass
-        for klass in classes:
+        for klass in triton_launch_classes():
             original = klass.run
 
             @functools.wraps(original)

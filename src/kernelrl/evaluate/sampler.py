@@ -29,6 +29,7 @@ import os
 import platform
 import re
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -37,7 +38,7 @@ from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelrl.evaluate.build_identity import NO_FILE, Identity, maps_identity_of_device
+from kernelrl.evaluate.build_identity import NO_FILE, Identity, mapped_identity, maps_identity_of_device
 
 _PTRACE_CONT, _PTRACE_DETACH = 7, 17
 _PTRACE_GETEVENTMSG, _PTRACE_GETSIGINFO, _PTRACE_GETREGSET = 0x4201, 0x4202, 0x4204
@@ -158,21 +159,27 @@ def classify(samples: PcSamples, own: Container[Identity], runtime: Container[Id
     return Coverage(counts["own"], counts["fallback"], counts["overhead"], samples.total, hits["own"], hits["fallback"])
 
 
+@functools.lru_cache(maxsize=256)
 def _system_file(path: str, identity: Identity) -> bool:
-    """A root-owned file, writable by no one else, in a root-owned system library directory, that still
-    has the sampled identity: the OS's own runtime (libm, libc), which no candidate can have placed."""
-    import os
-    import stat
-
+    """A root-owned file, writable by no one else, in a root-owned system library directory, whose mapping
+    has the sampled identity: the OS's own runtime (libm, libc, libgomp), which no candidate can have placed."""
     if not path.startswith(("/usr/lib", "/lib")):
         return False
     try:
-        st, parent = os.stat(path), os.stat(os.path.dirname(path))
+        parent = os.stat(os.path.dirname(path))
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return False
-    unsafe = stat.S_IWGRP | stat.S_IWOTH
-    return (st.st_dev, st.st_ino) == tuple(identity[:2]) and st.st_uid == 0 and parent.st_uid == 0 and not (
-        st.st_mode & unsafe) and not (parent.st_mode & unsafe)
+    try:
+        st = os.fstat(fd)
+        unsafe = stat.S_IWGRP | stat.S_IWOTH
+        if st.st_uid != 0 or parent.st_uid != 0 or st.st_mode & unsafe or parent.st_mode & unsafe:
+            return False
+        return mapped_identity(fd) == identity
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def object_key(name: str, identity: Identity, identities: dict[str, Identity]) -> str:

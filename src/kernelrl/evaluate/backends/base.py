@@ -76,6 +76,16 @@ def imports_module(tree: ast.Module, module: str) -> bool:
     return False
 
 
+def decorated_jit(node: ast.FunctionDef) -> bool:
+    """Whether a function is decorated with `jit` (`@nki.jit`, `@triton.jit`, `@jit`, called or not)."""
+    for decorator in node.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+        if name == "jit":
+            return True
+    return False
+
+
 def calls_named(tree: ast.Module, names: set[str]) -> bool:
     """Whether the source calls a function whose (attribute) name is in `names`."""
     for node in ast.walk(tree):

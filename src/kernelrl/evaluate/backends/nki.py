@@ -8,7 +8,7 @@ import ast
 import glob
 from typing import Any, ClassVar
 
-from kernelrl.evaluate.backends.base import BACKENDS, Backend, imports_module
+from kernelrl.evaluate.backends.base import BACKENDS, Backend, decorated_jit, imports_module
 
 # Private attributes honest kernel code needs (`super().__init__()` in ModelNew).
 ALLOWED_PRIVATE = {"__init__"}
@@ -40,14 +40,7 @@ class NkiBackend(Backend):
         """Imports neuronxcc.nki and decorates a function with `nki.jit` (or `jit`)."""
         if not imports_module(tree, "neuronxcc"):
             return False
-        for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef):
-                for deco in node.decorator_list:
-                    target = deco.func if isinstance(deco, ast.Call) else deco
-                    name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
-                    if name == "jit":
-                        return True
-        return False
+        return any(isinstance(node, ast.FunctionDef) and decorated_jit(node) for node in ast.walk(tree))
 
     def kernel_hint(self) -> str:
         return ("define an @nki.jit kernel (import neuronxcc.nki as nki, neuronxcc.nki.language as nl) that loads "

@@ -31,6 +31,8 @@ from typing import Any, ClassVar
 
 import torch
 
+from kernelrl.evaluate.backends.base import decorated_jit
+
 SAFE_BUILTINS = frozenset({"range", "min", "max", "int", "float", "bool", "abs", "len"})
 LAUNCH_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "warmup", "grid"})
 # Attributes a kernel may read off its values (tl.tensor's methods and properties); nothing that reaches
@@ -70,16 +72,9 @@ class LaunchLog:
     def install(cls) -> None:
         if cls._installed:
             return
-        import triton.runtime.jit as jit
+        from kernelrl.evaluate.guards import triton_launch_classes
 
-        classes = [jit.JITFunction]
-        try:
-            import triton.runtime.interpreter as interpreter
-
-            classes.append(interpreter.InterpretedFunction)
-        except ImportError:
-            pass
-        for klass in classes:
+        for klass in triton_launch_classes():
             klass.run = cls._recording(klass.run)
         cls._installed = True
 
@@ -113,15 +108,6 @@ class KernelRefused(ValueError):
     """The candidate's kernels hold something a replay must not run."""
 
 
-def _is_jit(node: ast.FunctionDef) -> bool:
-    for decorator in node.decorator_list:
-        target = decorator.func if isinstance(decorator, ast.Call) else decorator
-        name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
-        if name == "jit":
-            return True
-    return False
-
-
 def _is_constant(node: ast.expr) -> bool:
     if isinstance(node, ast.Constant) and isinstance(node.value, int | float | bool):
         return True
@@ -144,7 +130,7 @@ def kernel_module(source: str) -> tuple[str, list[str]]:
         elif (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
               and _is_constant(node.value)):
             constants.append(node)
-        elif isinstance(node, ast.FunctionDef) and _is_jit(node):
+        elif isinstance(node, ast.FunctionDef) and decorated_jit(node):
             kernels.append(node)
     aliases = {}
     for node in imports:
