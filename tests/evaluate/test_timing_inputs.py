@@ -14,8 +14,8 @@ import torch
 
 from kernelrl.evaluate import timing_inputs
 from kernelrl.evaluate.exchange import dtype_name
-from kernelrl.evaluate.spot_checks import SpotPlan, read_spots
-from kernelrl.evaluate.timing_inputs import InputSlots, mix_rows
+from kernelrl.evaluate.spot_checks import SpotPlan, differing_positions, read_spots
+from kernelrl.evaluate.timing_inputs import InputSlots, scatter_elements
 
 
 class FakeProcess:
@@ -31,7 +31,7 @@ class FakeProcess:
 
 def timing_sets(count: int) -> dict[str, list[Any]]:
     base = torch.randn(64)
-    weight = torch.randn(8)  # shared by every set, as an input mix_rows leaves alone
+    weight = torch.randn(8)  # shared by every set
     sets = {}
     for i in range(count):
         x = base.clone()
@@ -71,13 +71,19 @@ def test_refilled_slots_hold_at_least_the_minimum_set_of_bytes() -> None:
     assert slots.count() == slots.capacity == timing_inputs.SLOT_BYTES // 2**20
 
 
-def test_refills_write_only_the_rows_mixed_sets_differ_in_and_leave_exact_copies() -> None:
+def test_scattered_sets_differ_in_a_few_secret_elements_and_refills_leave_exact_copies() -> None:
     generator = torch.Generator().manual_seed(0)
-    base = [torch.randn(64, 2048), torch.randn(3), 4]  # rows of 8 KiB: refilled row by row
-    sets, mixed = {"s0": base}, {"s0": torch.empty(0, dtype=torch.long)}
-    for i, share in ((1, 1 / 64), (2, 0.25), (3, 1 / 64)):
-        sets[f"s{i}"], mixed[f"s{i}"] = mix_rows(base, [torch.randn(64, 2048), torch.randn(3), 4], generator, share)
-    slots = InputSlots(FakeProcess(), sets, random.Random(1), on_device=False, mixed=mixed)  # type: ignore[arg-type]
+    base = [torch.randn(64, 2048), torch.randn(3), 4]
+    sets, scattered = {"s0": base}, {"s0": [None, None, None]}
+    for i in range(1, 4):
+        sets[f"s{i}"], scattered[f"s{i}"] = scatter_elements(base, [torch.randn(64, 2048), torch.randn(3), 4], generator)
+        first = sets[f"s{i}"][0]
+        changed = (first != base[0]).reshape(-1).nonzero().reshape(-1)
+        assert 1 <= len(changed) <= timing_inputs.SCATTERED_ELEMENTS
+        assert set(changed.tolist()) <= set(scattered[f"s{i}"][0].tolist())  # every difference is where it says
+        assert (first != base[0]).any(dim=1).sum() <= timing_inputs.SCATTERED_ELEMENTS  # not whole rows
+        assert scattered[f"s{i}"][2] is None and sets[f"s{i}"][2] == 4
+    slots = InputSlots(FakeProcess(), sets, random.Random(1), on_device=False, scattered=scattered)  # type: ignore[arg-type]
     slots.grow(6)
     for _ in range(10):
         order = slots.order(5)
@@ -85,6 +91,22 @@ def test_refills_write_only_the_rows_mixed_sets_differ_in_and_leave_exact_copies
         for slot, name in slots.content.items():
             assert all(torch.equal(a, b) for a, b in zip(slots.shared[slot][:2], sets[name][:2], strict=True))
     assert not slots.mutated()
+
+
+def test_spot_reads_always_cover_where_the_sets_answers_differ() -> None:
+    """A call answered with another set's (remembered) output is wrong only in a few elements; the spot
+    plan reads each of them, so such an answer fails on every checked call."""
+    base = torch.randn(256, 1024)
+    other = base.clone()
+    other.view(-1)[[5, 70_000, 262_000]] += 1.0
+    expected = [[base], [other]]
+    spot = SpotPlan(3)
+    spot.differ = differing_positions(expected)
+    assert spot.differ[0].tolist() == [5, 70_000, 262_000]
+    for _ in range(20):
+        described = [[describe(base)]]  # the candidate answers with set 0's output where set 1 was asked
+        batch = read_spots(os.getpid(), described, [expected[1]], spot, 2**30)
+        assert batch is not None and not torch.equal(batch[0].values, batch[0].expected)
 
 
 def test_a_changed_slot_is_found_at_its_refill_and_restored() -> None:

@@ -147,7 +147,7 @@ class CandidateProcess:
 
     def read_spot(self, leaves: list[Any], spot: SpotPlan) -> list[Any]:
         """(positions, values, shape) of each described tensor leaf of one call: runs chosen by `spot`."""
-        return [self._read_tensor(d, spot) for d in leaves]
+        return [self._read_tensor(d, spot, leaf) for leaf, d in enumerate(leaves)]
 
     def _rebuild(self, desc: Any) -> Any:
         if not isinstance(desc, dict):
@@ -160,7 +160,8 @@ class CandidateProcess:
             return desc["value"]
         return type(str(desc.get("unsupported", "unknown")), (), {})()  # compared as a value of that type name
 
-    def _read_tensor(self, desc: Any, spot: SpotPlan | None = None) -> tuple[torch.Tensor | None, torch.Tensor, list[int]]:
+    def _read_tensor(self, desc: Any, spot: SpotPlan | None = None,
+                     leaf: int = 0) -> tuple[torch.Tensor | None, torch.Tensor, list[int]]:
         """(positions or None, values, shape) of one described tensor: whole, or with `spot` random runs of
         elements (outputs up to SMALL_OUTPUT_BYTES whole)."""
         try:
@@ -176,7 +177,7 @@ class CandidateProcess:
                 read_remote(self.pid, [(address, nbytes)], into=values.data_ptr())
                 return None, values, shape
             run = min(SPOT_RUN, numel)
-            starts = spot.starts(shape, numel, run)
+            starts = spot.starts(shape, numel, run, leaf)
             values = torch.empty(len(starts) * run, dtype=dtype)
             read_remote(self.pid, [(address + s * dtype.itemsize, run * dtype.itemsize) for s in starts],
                         into=values.data_ptr())

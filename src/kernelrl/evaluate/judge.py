@@ -9,10 +9,12 @@ judge reads each output from the candidate's memory right after the call returns
 Stages: static -> build -> init -> correctness -> timing. `Judge.run` never raises for anything the
 candidate does: a failure becomes a status and a message in the returned `EvalResult`.
 
-Timing: the judge times requests of k forward calls (k chosen so that one socket round trip is under
-1% of a request), each call on an input set drawn at random from a few sets whose outputs the judge
-knows (sets that differ in scattered rows), and reads part of every call's output right after the
-request returns: a cached, partial or deferred answer is wrong somewhere. The timed calls are
+Inputs: every input of an evaluation is drawn under a seed the judge takes from the OS (`inputs`), so no
+answer can be looked up from the task's seed. Timing: the judge times requests of k forward calls (k chosen
+so that one socket round trip is under 1% of a request), each call on an input set drawn at random from a
+few sets whose outputs the judge knows (sets that differ in a few elements at secret scattered positions),
+and reads part of every call's output right after the request returns, the positions where the sets'
+answers differ always among them: a cached, partial or deferred answer is wrong somewhere it looks. The timed calls are
 profiled from outside for the coverage (`evaluate.coverage`). The reference is
 timed the same way, in a process of its own (the supervisor's reference job), so both sides pay the
 same request overhead.
@@ -54,15 +56,13 @@ from kernelrl.evaluate.guards import (
 from kernelrl.evaluate.loading import CANDIDATE_FILE, TASK_FILE, load_module
 from kernelrl.evaluate.perf_sampler import sampling_method
 from kernelrl.evaluate.result import Correctness, EvalResult, StageReport, Status, Timing
-from kernelrl.evaluate.spot_checks import SpotPlan, read_spots
+from kernelrl.evaluate.spot_checks import SpotPlan, differing_positions, read_spots
 from kernelrl.evaluate.static import run_static_checks
 from kernelrl.evaluate.timing_inputs import (
     MAX_SLOTS,
-    MIXED_ROW_SHARES,
     InputSlots,
     Measurement,
-    lead_size,
-    mix_rows,
+    scatter_elements,
     summarise,
     to_cpu,
 )
@@ -93,6 +93,7 @@ class Judge:
         self.device = self.backend.device(config.device_index)
         self.random = random.Random(random.SystemRandom().getrandbits(128))  # seeded from the OS: unknown to the candidate
         self.spot = SpotPlan(self.random.getrandbits(63))  # which elements of timed outputs to read
+        self.input_seed = self.random.getrandbits(62)  # every input of this evaluation is drawn from it
         self.result = EvalResult(
             status=Status.OK, task_id=task.id, backend=candidate.backend, device=str(self.device),
             size_overrides={k: list(v) for k, v in task.size_overrides.items()}, notes=list(self.backend.notes()),
@@ -161,8 +162,10 @@ class Judge:
             self.result.notes.append("state dicts differ: reference weights were not copied into ModelNew")
         return ref_model
 
-    def inputs(self, trial: int) -> list[Any]:
-        seed_torch(self.task.seed + self.config.seed + 1000 + trial)
+    def inputs(self, draw: int) -> list[Any]:
+        """Draw number `draw` of the task's `get_inputs()`, under a seed made from the OS for this evaluation
+        alone: neither the task's seed nor anything else the candidate knows predicts it."""
+        seed_torch(self.input_seed + draw)
         try:
             inputs = self.reference.get_inputs()
             return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
@@ -268,18 +271,9 @@ class Judge:
         cfg = self.config
         timing = Timing(meaningful=True, method=self.backend.timing_method(cfg.num_threads) + ", judged from another process")
         self.result.timing = timing
-        base = self.inputs(cfg.correctness_trials)
-        sets, self.spot.lead_rows = {"s0": base}, lead_size(base)
-        mixed = {"s0": torch.empty(0, dtype=torch.long)}  # the rows each set took from another draw
-        for i in range(1, cfg.timing_input_sets):  # shares 1/64, 1/4, 1/64, 1/4, ... of rows from a fresh draw
-            share = MIXED_ROW_SHARES[(i - 1) % len(MIXED_ROW_SHARES)]
-            sets[f"s{i}"], mixed[f"s{i}"] = mix_rows(base, self.inputs(cfg.correctness_trials + i), self.spot.generator, share)
-            rows = mixed[f"s{i}"]
-            if len(rows):
-                self.spot.mixed_rows.append(rows)
-        expected = {name: _flat_tensors(to_cpu(self.reference_forward(ref_model, x))) for name, x in sets.items()}
-        self.slots = InputSlots(self.process, sets, self.random, on_device=self.device.type != "cpu",
-                                mixed=mixed if self.spot.lead_rows > 1 else None)  # a batch of one is not mixed
+        sets, expected, scattered = self._timing_sets(ref_model)
+        self.spot.differ = differing_positions(list(expected.values()))
+        self.slots = InputSlots(self.process, sets, self.random, on_device=self.device.type != "cpu", scattered=scattered)
         candidate = self._measure(expected)
         self._check_coverage()
         if self.slots.mutated():
@@ -302,6 +296,30 @@ class Judge:
             timing.speedup = timing.reference_ms / max(timing.candidate_ms, 1e-9)
         if timing.compiled_reference_ms:
             timing.speedup_vs_compiled = timing.compiled_reference_ms / max(timing.candidate_ms, 1e-9)
+
+    def _timing_sets(self, ref_model: torch.nn.Module) -> tuple[dict[str, list[Any]], dict[str, list[torch.Tensor]],
+                                                                 dict[str, list[torch.Tensor | None]] | None]:
+        """The timing input sets, their expected outputs and, per set and input, the flat positions where it
+        differs from the first (`scatter_elements`). A task whose inputs have structure that element swaps
+        break (the reference's output is then no longer finite where the first set's is) gets independent
+        draws instead, and no positions."""
+        cfg = self.config
+        base = self.inputs(cfg.correctness_trials)
+        sets, scattered = {"s0": base}, {"s0": [None] * len(base)}
+        expected = {"s0": _flat_tensors(to_cpu(self.reference_forward(ref_model, base)))}
+        finite = [t.isfinite() if t.is_floating_point() else None for t in expected["s0"]]
+        for i in range(1, cfg.timing_input_sets):
+            other = self.inputs(cfg.correctness_trials + i)
+            mixed, positions = scatter_elements(base, other, self.spot.generator)
+            outputs = _flat_tensors(to_cpu(self.reference_forward(ref_model, mixed)))
+            if any(f is not None and not bool(o.isfinite()[f].all()) for f, o in zip(finite, outputs, strict=False)):
+                return self._independent_sets(ref_model)
+            sets[f"s{i}"], scattered[f"s{i}"], expected[f"s{i}"] = mixed, positions, outputs
+        return sets, expected, scattered
+
+    def _independent_sets(self, ref_model: torch.nn.Module) -> tuple[dict[str, list[Any]], dict[str, list[torch.Tensor]], None]:
+        draws = {f"s{i}": self.inputs(self.config.correctness_trials + i) for i in range(self.config.timing_input_sets)}
+        return draws, {name: _flat_tensors(to_cpu(self.reference_forward(ref_model, x))) for name, x in draws.items()}, None
 
     def _measure(self, expected: dict[str, list[torch.Tensor]]) -> Measurement:
         """Median per-call time over timed requests of k calls, each on its own input slot (a copy of one

@@ -19,29 +19,52 @@ SMALL_OUTPUT_BYTES = 64 * 1024  # outputs up to this size are read whole
 
 
 class SpotPlan:
-    """Which elements of a timed call's output to read: SPOT_PIECES random runs, plus runs in the rows
-    where the timing input sets differ (`mixed_rows`, per set; for outputs whose leading size is the
-    inputs' `lead_rows`), where an answer reused from another set is wrong first. Positions come from a
-    generator seeded by the judge from the OS, which the candidate cannot see."""
+    """Which elements of a timed call's output to read: SPOT_PIECES random runs, plus runs over the
+    positions where the timing sets' expected outputs differ (`differ`, per output leaf), where an answer
+    remembered from another set is wrong. Positions come from a generator seeded by the judge from the
+    OS, which the candidate cannot see."""
 
     def __init__(self, seed: int) -> None:
         self.generator = torch.Generator().manual_seed(seed)
-        self.lead_rows = 0
-        self.mixed_rows: list[torch.Tensor] = []
+        self.differ: dict[int, torch.Tensor] = {}
 
-    def starts(self, shape: list[int], numel: int, run: int) -> list[int]:
-        return self.batch_starts(shape, numel, run, 1)[0].tolist()
+    def starts(self, shape: list[int], numel: int, run: int, leaf: int = 0) -> list[int]:
+        """Run starts for one call's output leaf number `leaf` (of `shape`, `numel` elements)."""
+        return self.batch_starts(numel, run, 1, leaf)[0].tolist()
 
-    def batch_starts(self, shape: list[int], numel: int, run: int, calls: int) -> torch.Tensor:
-        """(calls x pieces) sorted run starts, drawn independently for each call."""
+    def batch_starts(self, numel: int, run: int, calls: int, leaf: int = 0) -> torch.Tensor:
+        """(calls x pieces) sorted run starts, drawn independently for each call; with differing positions
+        known for this leaf, up to SPOT_PIECES more runs, each covering one of them."""
         g = self.generator
         parts = [torch.randint(0, numel - run + 1, (calls, SPOT_PIECES), generator=g)]
-        row = numel // shape[0] if shape and shape[0] == self.lead_rows else 0
-        if row:
-            for rows in self.mixed_rows:
-                picked = rows[torch.randint(0, len(rows), (calls, min(SPOT_PIECES // 2, len(rows))), generator=g)]
-                parts.append((picked * row + torch.randint(0, row, picked.shape, generator=g)).clamp(max=numel - run))
+        differ = self.differ.get(leaf)
+        if differ is not None and len(differ):
+            if len(differ) <= SPOT_PIECES:
+                picked = differ.expand(calls, -1)
+            else:
+                picked = differ[torch.randint(0, len(differ), (calls, SPOT_PIECES), generator=g)]
+            shift = torch.randint(0, run, picked.shape, generator=g)
+            parts.append((picked - shift).clamp(min=0, max=numel - run))
         return torch.cat(parts, dim=1).sort(dim=1).values
+
+
+def differing_positions(expected: list[list[torch.Tensor]], cap: int = 1 << 16) -> dict[int, torch.Tensor]:
+    """Per output leaf: flat positions (at most `cap`, a random choice beyond) where the expected outputs of
+    the timing sets are not all equal. `expected`: per set, its flat list of output tensors."""
+    found: dict[int, torch.Tensor] = {}
+    first = expected[0]
+    for leaf, want in enumerate(first):
+        flat = want.reshape(-1)
+        mask = torch.zeros(flat.numel(), dtype=torch.bool)
+        for other in expected[1:]:
+            if leaf < len(other) and other[leaf].shape == want.shape:
+                o = other[leaf].reshape(-1)
+                mask |= ~((o == flat) | (o.isnan() & flat.isnan()))
+        positions = mask.nonzero().reshape(-1)
+        if len(positions) > cap:
+            positions = positions[torch.randperm(len(positions))[:cap]].sort().values
+        found[leaf] = positions
+    return found
 
 
 @dataclass
@@ -59,7 +82,7 @@ def read_spots(pid: int, described: list[list[Any]], expected: list[list[torch.T
     anything is irregular (a leaf count, shape or dtype that differs from the expected one, a description
     that does not parse, a read that fails): the caller then checks call by call, which says what is wrong."""
     try:
-        return [_read_leaf(pid, [leaves[j] for leaves in described], [want[j] for want in expected], spot, max_bytes)
+        return [_read_leaf(pid, [leaves[j] for leaves in described], [want[j] for want in expected], spot, max_bytes, j)
                 for j in range(len(expected[0]))] if _regular(described, expected) else None
     except (KeyError, TypeError, ValueError, OSError, IndexError):
         return None
@@ -69,7 +92,8 @@ def _regular(described: list[list[Any]], expected: list[list[torch.Tensor]]) -> 
     return bool(expected) and all(len(leaves) == len(want) for leaves, want in zip(described, expected, strict=True))
 
 
-def _read_leaf(pid: int, leaves: list[Any], wants: list[torch.Tensor], spot: SpotPlan, max_bytes: int) -> LeafSpots:
+def _read_leaf(pid: int, leaves: list[Any], wants: list[torch.Tensor], spot: SpotPlan, max_bytes: int,
+               leaf: int) -> LeafSpots:
     want = wants[0]
     shape, dtype, numel = list(want.shape), want.dtype, want.numel()
     addresses = []
@@ -91,7 +115,7 @@ def _read_leaf(pid: int, leaves: list[Any], wants: list[torch.Tensor], spot: Spo
         values = torch.empty(calls, numel, dtype=dtype)
     else:
         run = min(SPOT_RUN, numel)
-        starts = spot.batch_starts(shape, numel, run, calls)
+        starts = spot.batch_starts(numel, run, calls, leaf)
         iov = torch.stack([(base.unsqueeze(1) + starts * item).reshape(-1),
                            torch.full((starts.numel(),), run * item, dtype=torch.int64)], dim=1)
         positions = (starts.unsqueeze(2) + torch.arange(run)).reshape(calls, -1)

@@ -1,10 +1,10 @@
-"""The timing inputs the judge gives a candidate's timed calls: several input sets that differ in a few
-scattered rows, copied into shared-memory slots that are refilled between requests, and the order of
-calls over the slots; and the summary of the per-call times."""
+"""The timing inputs the judge gives a candidate's timed calls: several input sets drawn from a secret seed
+that differ from each other in a few elements at secret scattered positions, copied into shared-memory
+slots that are refilled between requests, and the order of calls over the slots; and the summary of the
+per-call times."""
 
 from __future__ import annotations
 
-import ctypes
 import random
 import statistics
 from dataclasses import dataclass
@@ -21,7 +21,7 @@ SLOT_BYTES = 32 * 2**20  # input copies shared with the candidate for timing
 # reads inputs from beyond its core's L2 (a few MiB), as it did with the whole budget, not ones a refill or
 # the last request left there; a loop-heavy honest kernel's share of the profile depends on it.
 MIN_SLOT_SET_BYTES = 16 * 2**20
-SPARSE_ROW_BYTES = 4096  # a refill writes only the rows two sets differ in where rows are at least this wide
+SCATTERED_ELEMENTS = 4  # elements of each input tensor in which a timing set differs from the first one
 
 
 class InputSlots:
@@ -38,14 +38,13 @@ class InputSlots:
     allows are made at once."""
 
     def __init__(self, process: CandidateProcess, sets: dict[str, list[Any]], rng: random.Random, on_device: bool,
-                 mixed: dict[str, torch.Tensor] | None = None) -> None:
-        """`mixed[name]`: the leading rows in which set `name` differs from the others' base (sets made by
-        `mix_rows`); a refill then writes only the rows two sets differ in, where rows are wide."""
+                 scattered: dict[str, list[torch.Tensor | None]] | None = None) -> None:
+        """`scattered[name][i]`: the flat positions at which input `i` of set `name` differs from the same
+        base as every other set's (sets made by `scatter_elements`; None: anywhere); a refill then writes
+        only the elements two sets differ in."""
         self.process, self.sets, self.names, self.rng = process, sets, list(sets), rng
-        self.lead = lead_size(sets[self.names[0]])
-        wide = any(_row_bytes(x) >= SPARSE_ROW_BYTES for x in sets[self.names[0]] if isinstance(x, torch.Tensor))
-        self.mixed = mixed if wide else None
-        self.between: dict[tuple[str, str], list[int] | None] = {}
+        self.scattered = scattered
+        self.between: dict[tuple[str, str], list[torch.Tensor | None]] = {}
         self.private = {name: to_cpu(values) for name, values in sets.items()}  # what a slot must hold
         in_bytes = max(1, sum(x.numel() * x.element_size() for x in sets[self.names[0]] if isinstance(x, torch.Tensor)))
         self.capacity = max(len(self.names), min(MAX_SLOTS, SLOT_BYTES // in_bytes))
@@ -97,23 +96,24 @@ class InputSlots:
             fewest = min(held[name] for name in others)
             new = self.rng.choice([name for name in others if held[name] == fewest])
             held[old], held[new] = held[old] - 1, held[new] + 1
-            rows = None if changed else self._rows_between(old, new)
-            for into, source, was in zip(target, self.sets[new], self.sets[old], strict=True):
-                if not isinstance(into, torch.Tensor) or (source is was and not changed):  # sets share unmixed inputs
+            between = self._between(old, new)
+            for i, (into, source, was) in enumerate(zip(target, self.sets[new], self.sets[old], strict=True)):
+                if not isinstance(into, torch.Tensor) or (source is was and not changed):  # sets share this input
                     continue
-                if rows is None or not _copy_rows(into, source, rows):
+                if changed or between[i] is None or not _copy_elements(into, source, between[i]):
                     into.copy_(source)
             self.content[slot] = new
 
-    def _rows_between(self, a: str, b: str) -> list[int] | None:
-        """The leading rows in which sets `a` and `b` differ, in order (None: anywhere)."""
-        if self.mixed is None:
-            return None
+    def _between(self, a: str, b: str) -> list[torch.Tensor | None]:
+        """Per input: the flat positions in which sets `a` and `b` can differ (None: anywhere)."""
         if (a, b) not in self.between:
-            either = torch.zeros(self.lead, dtype=torch.bool)
-            either[self.mixed[a]] = True
-            either[self.mixed[b]] = True
-            self.between[a, b] = either.nonzero().reshape(-1).tolist()
+            count = len(self.sets[a])
+            if self.scattered is None:
+                self.between[a, b] = [None] * count
+            else:
+                pa, pb = self.scattered[a], self.scattered[b]
+                self.between[a, b] = [None if pa[i] is None or pb[i] is None else torch.cat([pa[i], pb[i]]).unique()
+                                      for i in range(count)]
         return self.between[a, b]
 
     def mutated(self) -> bool:
@@ -128,24 +128,13 @@ class InputSlots:
         return held
 
 
-def _row_bytes(t: torch.Tensor) -> int:
-    return t.numel() // t.shape[0] * t.element_size() if t.dim() >= 2 and t.shape[0] else 0
-
-
-def _copy_rows(into: torch.Tensor, source: torch.Tensor, rows: list[int]) -> bool:
-    """Copy the given leading rows of `source` into `into` (runs of rows by memmove; torch's indexed
-    copies are slower than copying everything); False where rows are narrow or the layouts differ."""
-    width = _row_bytes(into)
-    if width < SPARSE_ROW_BYTES or into.shape != source.shape or into.dtype != source.dtype or \
-            into.device.type != "cpu" or source.device.type != "cpu" or not (into.is_contiguous() and source.is_contiguous()):
+def _copy_elements(into: torch.Tensor, source: torch.Tensor, positions: torch.Tensor) -> bool:
+    """Copy the elements at flat `positions` of `source` into `into`; False where the layouts differ."""
+    if into.shape != source.shape or into.dtype != source.dtype or into.device != source.device or \
+            not (into.is_contiguous() and source.is_contiguous()):
         return False
-    to, of, i = into.data_ptr(), source.data_ptr(), 0
-    while i < len(rows):
-        j = i + 1
-        while j < len(rows) and rows[j] == rows[j - 1] + 1:
-            j += 1
-        ctypes.memmove(to + rows[i] * width, of + rows[i] * width, (j - i) * width)
-        i = j
+    index = positions.to(into.device)
+    into.view(-1)[index] = source.reshape(-1)[index]
     return True
 
 
@@ -187,32 +176,26 @@ def summarise(samples_ms: list[float]) -> Measurement:
     return Measurement(statistics.median(samples), spread, len(samples))
 
 
-MIXED_ROW_SHARES = (1 / 64, 0.25)
-
-
-def mix_rows(base: list[Any], other: list[Any], generator: torch.Generator, share: float) -> tuple[list[Any], torch.Tensor]:
-    """`base` with a random `share` of its rows (leading index; at least one) taken from `other`, an
-    independent draw of the task's inputs, in every tensor input with the same leading size; and the rows
-    taken. Sets that differ in a few scattered rows defeat a kernel that fingerprints a few input elements
-    to reuse an earlier answer: it mistakes one set for another and is wrong in those rows, which the spot
-    checks read. A batch of one takes `other` whole."""
-    lead = lead_size(base)
-    if lead <= 1:
-        return other, torch.empty(0, dtype=torch.long)
-    index = torch.randperm(lead, generator=generator)[: max(1, int(lead * share))]
-    mixed = []
+def scatter_elements(base: list[Any], other: list[Any], generator: torch.Generator,
+                     count: int = SCATTERED_ELEMENTS) -> tuple[list[Any], list[torch.Tensor | None]]:
+    """`base` with `count` elements at random flat positions (drawn from the judge's secret `generator`) of
+    every tensor input taken from `other`, an independent draw of the task's inputs; and, per input, the
+    positions taken (None for an input left alone). Sets that differ in a few elements at positions the
+    candidate cannot know look alike to any few probes: telling them apart takes reading (almost) all of
+    an input, and an answer remembered from another set is wrong where the spot checks look."""
+    mixed: list[Any] = []
+    positions: list[torch.Tensor | None] = []
     for b, o in zip(base, other, strict=True):
-        if isinstance(b, torch.Tensor) and isinstance(o, torch.Tensor) and b.dim() >= 1 and b.shape[0] == lead \
-                and o.shape == b.shape:
-            b = b.clone()
-            b[index.to(b.device)] = o[index.to(o.device)]
+        if not (isinstance(b, torch.Tensor) and isinstance(o, torch.Tensor) and o.shape == b.shape and b.numel()):
+            mixed.append(b)
+            positions.append(None)
+            continue
+        index = torch.randint(0, b.numel(), (min(count, b.numel()),), generator=generator).unique()
+        b = b.clone()
+        b.view(-1)[index.to(b.device)] = o.reshape(-1)[index.to(o.device)]
         mixed.append(b)
-    return mixed, index
-
-
-def lead_size(inputs: list[Any]) -> int:
-    """The leading size of the first tensor input (1 without one)."""
-    return next((x.shape[0] for x in inputs if isinstance(x, torch.Tensor) and x.dim() >= 1), 1)
+        positions.append(index)
+    return mixed, positions
 
 
 def to_cpu(value: Any) -> Any:
