@@ -142,6 +142,17 @@ def test_reference_timing_is_cached_by_the_pool(task: Task) -> None:
     assert any("separate process" in note for note in first.notes)
 
 
+def test_the_reference_is_timed_once_per_task_whatever_the_verdicts(task: Task) -> None:
+    """Trusted material once per task: candidates that fail do not make the next one time it again."""
+    with EvalPool(workers=2, config=CONFIG) as pair:
+        failed = [pair.evaluate(task, Candidate(s)) for s in (C.WRONG_VALUES, C.RAISES, C.WRONG_VALUES)]
+        good = [pair.evaluate(task, Candidate(C.GOOD)) for _ in range(2)]
+        assert len(pair._references) == 1
+    assert [r.status for r in failed] == [Status.INCORRECT, Status.RUNTIME_ERROR, Status.INCORRECT]
+    assert all(r.status == Status.OK and r.timing.reference_cached for r in good)
+    assert good[0].timing.reference_ms == good[1].timing.reference_ms
+
+
 SLOW_DOWN_REFERENCE = C.GOOD.replace(
     "lib = load_cpp(",
     """import sys

@@ -22,6 +22,9 @@ def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)))
 
 
+COMPILE_TIMEOUT_S = 600.0  # the torch.compile baseline's correctness stage, which runs Inductor's compile
+
+
 class StageTimeouts(ConfigModel):
     """Wall-clock limits per stage, in seconds."""
 

@@ -23,12 +23,11 @@ from typing import Any
 
 import kernelrl
 from kernelrl.evaluate.candidate import Candidate
-from kernelrl.evaluate.config import EvalConfig, default_workers
+from kernelrl.evaluate.config import COMPILE_TIMEOUT_S, EvalConfig, default_workers
 from kernelrl.evaluate.protocol import (
     MessageReader,
     ProtocolError,
     reference_cache_key,
-    reference_entry,
     write_message,
 )
 from kernelrl.evaluate.result import EvalResult, StageReport, Status
@@ -93,7 +92,7 @@ class Worker:
             self.stop()
             raise WorkerDied("evaluation worker exited during start-up")
 
-    def run(self, job: dict[str, Any], deadline: float) -> dict[str, Any]:
+    def run(self, job: dict[str, Any], deadline: float, event: str = "result") -> Any:
         if self.process is None:  # an earlier restart failed: try again rather than wedge this slot
             self.start()
         assert self.process is not None and self.process.stdin is not None and self.reader is not None
@@ -104,9 +103,15 @@ class Worker:
             raise WorkerDied(f"worker failed: {exc!r}") from None
         if reply is None:
             raise WorkerDied(f"worker exited (code {self.process.poll()})")
-        if reply.get("event") != "result":
+        if reply.get("event") != event:
             raise WorkerDied("worker error:\n" + str(reply.get("traceback", reply)))
-        return reply["result"]
+        return reply[event]
+
+    def reference(self, job: dict[str, Any], deadline: float) -> dict[str, Any] | None:
+        """The task's reference timing for `job`, measured by this worker's supervisor in a child that runs
+        no candidate code (None: timing is off or not meaningful there, or the reference does not run)."""
+        reply = self.run({**job, "op": "reference"}, deadline, event="reference")
+        return reply if isinstance(reply, dict) else None
 
     def stop(self) -> None:
         if self.process is None:
@@ -166,8 +171,10 @@ class EvalPool:
         self._ids = itertools.count()
         self._closed = False
         self.restarts = 0
-        self._references: dict[str, dict[str, Any]] = {}  # reference timings shared by the workers
+        # reference timings shared by the workers (None: none can be had), each measured once per key
+        self._references: dict[str, dict[str, Any] | None] = {}
         self._references_lock = threading.Lock()
+        self._measuring: dict[str, threading.Lock] = {}
         self._threads = [
             threading.Thread(target=self._serve, args=(i,), daemon=True, name=f"eval-worker-{i}") for i in range(self.size)
         ]
@@ -199,22 +206,43 @@ class EvalPool:
         finally:
             worker.stop()
 
+    def _reference(self, worker: Worker, key: str, job: dict[str, Any]) -> tuple[dict[str, Any] | None, bool]:
+        """The reference timing for `key` and whether it was measured just now: once per key for the whole
+        pool (a worker that needs a key another is measuring waits for it), by a supervisor's clean child,
+        before any candidate of the task runs, whatever that candidate's verdict turns out to be."""
+        with self._references_lock:
+            if key in self._references:
+                return self._references[key], False
+            lock = self._measuring.setdefault(key, threading.Lock())
+        with lock:
+            with self._references_lock:
+                if key in self._references:
+                    return self._references[key], False
+            config = EvalConfig.from_dict(job["config"])
+            extra = COMPILE_TIMEOUT_S if config.compile_baseline else 0.0
+            try:
+                entry = worker.reference(job, _job_deadline(config) + extra)
+            except WorkerDied:
+                worker.restart()
+                return None, False  # the job's own supervisor times it then
+            with self._references_lock:
+                self._references[key] = entry
+            return entry, True
+
     def _run_with_retry(self, worker: Worker, job: dict[str, Any]) -> EvalResult:
         config = EvalConfig.from_dict(job["config"])
-        key = reference_cache_key(job)
-        if key and not job.get("cached_reference"):
-            with self._references_lock:
-                cached = self._references.get(key)
-            if cached:  # another worker already timed this reference (in a clean process)
-                job = {**job, "cached_reference": cached}
+        key = reference_cache_key(job) if config.measure_timing else None
+        fresh = False
+        if key and "cached_reference" not in job:
+            entry, fresh = self._reference(worker, key, job)
+            job = {**job, "cached_reference": entry} if entry else {**job, "no_reference": True}
         reason = ""
         for _attempt in range(2):
             try:
                 result = EvalResult.from_dict(worker.run(job, _job_deadline(config)))
-                timing = result.timing
-                if key and timing and not timing.reference_cached and timing.reference_ms is not None:
-                    with self._references_lock:
-                        self._references.setdefault(key, reference_entry(timing))
+                if fresh and result.timing is not None and result.timing.reference_cached:
+                    result.timing.reference_cached = False  # measured for this job, in a process of its own
+                    result.notes.append("reference timed in a separate process that ran no candidate code")
                 return result
             except WorkerDied as exc:
                 reason = str(exc)

@@ -85,9 +85,3 @@ def reference_cache_key(job: dict[str, Any]) -> str | None:
     task = job["task"]
     return json.dumps([task["source"], task["seed"], job["candidate"]["backend"],
                        {k: cfg.get(k) for k in REFERENCE_TIMING_FIELDS}])
-
-
-def reference_entry(timing: Any) -> dict[str, Any]:
-    """The cached form of a `Timing`'s reference fields."""
-    return {"reference_ms": timing.reference_ms, "reference_spread_ms": timing.reference_spread_ms,
-            "compiled_reference_ms": timing.compiled_reference_ms}

@@ -29,7 +29,7 @@ from typing import Any
 from kernelrl.evaluate.backends import get_backend
 from kernelrl.evaluate.builds import MAX_REQUEST_BYTES, BadRequest, BuildService, send_reply
 from kernelrl.evaluate.child_processes import PROTOCOL_FDS, describe_exit, judge_main, sign
-from kernelrl.evaluate.config import EvalConfig
+from kernelrl.evaluate.config import COMPILE_TIMEOUT_S, EvalConfig
 from kernelrl.evaluate.confine import kill_descendants, reap_zombies
 from kernelrl.evaluate.feedback import build_feedback
 from kernelrl.evaluate.protocol import MessageReader, ProtocolError, write_message
@@ -42,7 +42,6 @@ OUTPUT_TAIL_BYTES = 2048
 EXIT_GRACE_S = 5.0
 STAGE_ORDER = ("static", "build", "init", "correctness", "timing")
 COMPILE_OUTPUT_LIMIT_MB = 1024  # file-size limit of the torch.compile reference (Inductor's headers)
-COMPILE_TIMEOUT_S = 600.0  # its correctness stage, which runs Inductor's compile
 
 
 def _stage_timeout(config: EvalConfig, stage: str) -> float:
@@ -78,7 +77,8 @@ class Supervisor:
         backend = job["candidate"]["backend"]
         preload_for(backend)
         reference = None
-        if config.measure_timing and not job.get("cached_reference") and get_backend(backend).timing_meaningful():
+        if config.measure_timing and not job.get("cached_reference") and not job.get("no_reference") and \
+                get_backend(backend).timing_meaningful():
             reference = self._time_reference(job)
             if reference is not None:
                 job = {**job, "cached_reference": reference}
@@ -90,6 +90,15 @@ class Supervisor:
         result.feedback = build_feedback(result)
         self.jobs_run += 1
         return result.to_dict()
+
+    def reference_for(self, job: dict[str, Any]) -> dict[str, Any] | None:
+        """The reference timing for `job`'s task and settings (the pool asks once per task, before its
+        candidates run); None where timing is off or not meaningful, or the reference does not run."""
+        config = EvalConfig.from_dict(job["config"])
+        preload_for(job["candidate"]["backend"])
+        if not config.measure_timing or not get_backend(job["candidate"]["backend"]).timing_meaningful():
+            return None
+        return self._time_reference(job)
 
     def _time_reference(self, job: dict[str, Any]) -> dict[str, Any] | None:
         """Time the task's reference in a process that runs no candidate code (the task's own `Model` as
@@ -304,7 +313,10 @@ def serve(in_fd: int, out_fd: int) -> None:
         if job is None:
             return
         try:
-            reply = {"event": "result", "id": job.get("id"), "result": supervisor.run_job(job)}
+            if job.get("op") == "reference":
+                reply = {"event": "reference", "id": job.get("id"), "reference": supervisor.reference_for(job)}
+            else:
+                reply = {"event": "result", "id": job.get("id"), "result": supervisor.run_job(job)}
         except Exception:
             reply = {"event": "error", "id": job.get("id"), "traceback": traceback.format_exc()[-4000:]}
         write_message(out_fd, reply)
