@@ -35,6 +35,7 @@ from kernelrl.native.build import (
     run_compiler,
 )
 from kernelrl.native.hardening import flag_refusal
+from kernelrl.native.pch import PrecompiledHeaders
 
 MAX_REQUEST_BYTES = 4 * 2**20
 MAX_FLAGS = 64
@@ -61,6 +62,7 @@ class BuildService:
 
     def __init__(self, uid: int | None) -> None:
         self.uid = uid
+        self.headers: PrecompiledHeaders | None = None
 
     def handle(self, message: dict[str, Any], deadline: float) -> dict[str, Any] | None:
         """The reply to one request; None when the stage `deadline` passed first. Raises BadRequest."""
@@ -92,8 +94,13 @@ class BuildService:
         try:
             if self.uid is not None:
                 os.chown(workdir, self.uid, self.uid)
+            if self.headers is None:
+                self.headers = PrecompiledHeaders(native.parent / "pch", self.uid)
+            precompiled = self.headers.header_for(source, language, flags)
+            remaining = deadline - time.monotonic()
             try:
-                out_path, _ = run_compiler(source, language, flags, workdir, min(remaining, BUILD_TIMEOUT_S), self.uid)
+                out_path, _ = run_compiler(source, language, flags, workdir, min(remaining, BUILD_TIMEOUT_S), self.uid,
+                                           precompiled=precompiled)
             except TimeoutError:
                 if remaining <= BUILD_TIMEOUT_S:
                     return None  # the stage limit ran out: the supervisor times the child out

@@ -217,7 +217,7 @@ _LIMIT_SIGNALS = {signal.SIGXCPU: "its CPU time limit", signal.SIGXFSZ: "its fil
 
 def run_compiler(
     source: str, language: str, flags: list[str], workdir: str, timeout: float, user: int | None = None,
-    limits: BuildLimits | None = None,
+    limits: BuildLimits | None = None, precompiled: Path | None = None,
 ) -> tuple[Path, str]:
     """Compile `source` in `workdir` (optionally as uid/gid `user`); the library's path and the compiler log.
 
@@ -226,6 +226,7 @@ def run_compiler(
     count only for a dedicated `user`) with `workdir` as its TMPDIR. Raises `CompileError` on failure,
     and `TimeoutError` past `timeout` (the compiler's whole process group is killed). The log has the
     temporary paths reduced to the source's file name and no text of other files (`sanitize_log`).
+    `precompiled`: a trusted header of the source's own opening includes to `-include` (`native.pch`).
     """
     check_flags(flags, language)
     check_includes(source, language)
@@ -238,7 +239,8 @@ def run_compiler(
         raise CompileError(f"the source is not valid Unicode text ({exc.reason})", "", source, file_name) from None
     out_path = Path(workdir) / "lib.so"
     limits = limits or BuildLimits.for_build(language, timeout)
-    command = [compiler, *flags, str(src_path), "-o", str(out_path)]
+    pch = ["-include", str(precompiled)] if precompiled is not None else []
+    command = [compiler, *flags, *pch, str(src_path), "-o", str(out_path)]
     prefix = limits.command(dedicated_uid=user is not None)
     extra: dict[str, Any] = {}
     if prefix is None:
