@@ -12,6 +12,7 @@ import time
 import pytest
 
 from kernelrl.evaluate import Candidate, EvalConfig, EvalPool, StageTimeouts, Status
+from kernelrl.evaluate.costs import summarise_costs
 from kernelrl.tasks import Task, example_path, load_task
 from tests.evaluate import candidates as C
 
@@ -151,6 +152,10 @@ def test_the_reference_is_timed_once_per_task_whatever_the_verdicts(task: Task) 
     assert [r.status for r in failed] == [Status.INCORRECT, Status.RUNTIME_ERROR, Status.INCORRECT]
     assert all(r.status == Status.OK and r.timing.reference_cached for r in good)
     assert good[0].timing.reference_ms == good[1].timing.reference_ms
+    costs = summarise_costs(pair.cost_log)
+    assert costs["evaluations"]["n"] == 5 and costs["reference"]["n"] == 1  # the one job that measured it
+    assert costs["timing"]["n"] == 2 and costs["correctness"]["n"] == 5 and costs["fork_teardown"]["n"] == 5
+    assert all(row["total"] >= row["build"] + row["correctness"] + row["fork_teardown"] for row in pair.cost_log)
 
 
 SLOW_DOWN_REFERENCE = C.GOOD.replace(

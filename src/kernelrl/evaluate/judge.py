@@ -425,6 +425,7 @@ class Judge:
                 self.slots.refill(order)
         finally:
             self._record_coverage(sampler.stop(), time.perf_counter() - start, self.process.cpu_seconds() - cpu_start)
+            self.result.costs["profile_settling"] = time.perf_counter() - start
 
     def _timed_request(self, order: list[str]) -> tuple[float, dict[str, Any]]:
         """Milliseconds of one request, on the judge's clock (empty order: a round trip)."""

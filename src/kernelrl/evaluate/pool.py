@@ -24,6 +24,7 @@ from typing import Any
 import kernelrl
 from kernelrl.evaluate.candidate import Candidate
 from kernelrl.evaluate.config import COMPILE_TIMEOUT_S, EvalConfig, default_workers
+from kernelrl.evaluate.costs import cost_breakdown
 from kernelrl.evaluate.protocol import (
     MessageReader,
     ProtocolError,
@@ -175,6 +176,7 @@ class EvalPool:
         self._references: dict[str, dict[str, Any] | None] = {}
         self._references_lock = threading.Lock()
         self._measuring: dict[str, threading.Lock] = {}
+        self.cost_log: list[dict[str, float]] = []  # one `cost_breakdown` per evaluation run by a worker
         self._threads = [
             threading.Thread(target=self._serve, args=(i,), daemon=True, name=f"eval-worker-{i}") for i in range(self.size)
         ]
@@ -206,40 +208,43 @@ class EvalPool:
         finally:
             worker.stop()
 
-    def _reference(self, worker: Worker, key: str, job: dict[str, Any]) -> tuple[dict[str, Any] | None, bool]:
-        """The reference timing for `key` and whether it was measured just now: once per key for the whole
+    def _reference(self, worker: Worker, key: str, job: dict[str, Any]) -> tuple[dict[str, Any] | None, float]:
+        """The reference timing for `key` and the seconds spent measuring it now (0: it was at hand): once per key for the whole
         pool (a worker that needs a key another is measuring waits for it), by a supervisor's clean child,
         before any candidate of the task runs, whatever that candidate's verdict turns out to be."""
         with self._references_lock:
             if key in self._references:
-                return self._references[key], False
+                return self._references[key], 0.0
             lock = self._measuring.setdefault(key, threading.Lock())
         with lock:
             with self._references_lock:
                 if key in self._references:
-                    return self._references[key], False
+                    return self._references[key], 0.0
             config = EvalConfig.from_dict(job["config"])
             extra = COMPILE_TIMEOUT_S if config.compile_baseline else 0.0
+            started = time.perf_counter()
             try:
                 entry = worker.reference(job, _job_deadline(config) + extra)
             except WorkerDied:
                 worker.restart()
-                return None, False  # the job's own supervisor times it then
+                return None, 0.0  # the job's own supervisor times it then
             with self._references_lock:
                 self._references[key] = entry
-            return entry, True
+            return entry, time.perf_counter() - started
 
     def _run_with_retry(self, worker: Worker, job: dict[str, Any]) -> EvalResult:
         config = EvalConfig.from_dict(job["config"])
         key = reference_cache_key(job) if config.measure_timing else None
-        fresh = False
+        fresh = 0.0
         if key and "cached_reference" not in job:
             entry, fresh = self._reference(worker, key, job)
             job = {**job, "cached_reference": entry} if entry else {**job, "no_reference": True}
         reason = ""
         for _attempt in range(2):
             try:
+                started = time.perf_counter()
                 result = EvalResult.from_dict(worker.run(job, _job_deadline(config)))
+                self.cost_log.append(cost_breakdown(result, time.perf_counter() - started, fresh))
                 if fresh and result.timing is not None and result.timing.reference_cached:
                     result.timing.reference_cached = False  # measured for this job, in a process of its own
                     result.notes.append("reference timed in a separate process that ran no candidate code")

@@ -75,6 +75,7 @@ class EvalResult:
     notes: list[str] = field(default_factory=list)
     environment: dict[str, Any] = field(default_factory=dict)
     coverage: dict[str, Any] | None = None  # time-based profiling coverage (fraction, own, fallback, overhead, samples)
+    costs: dict[str, float] = field(default_factory=dict)  # seconds outside the stage table (`evaluate.costs`)
     total_s: float = 0.0
     schema_version: int = SCHEMA_VERSION
 

@@ -76,13 +76,16 @@ class Supervisor:
         config = EvalConfig.from_dict(job["config"])
         backend = job["candidate"]["backend"]
         preload_for(backend)
-        reference = None
+        reference, reference_s = None, 0.0
         if config.measure_timing and not job.get("cached_reference") and not job.get("no_reference") and \
                 get_backend(backend).timing_meaningful():
             reference = self._time_reference(job)
+            reference_s = time.perf_counter() - started
             if reference is not None:
                 job = {**job, "cached_reference": reference}
         result = self._run_child(job, config)
+        if reference_s:
+            result.costs["reference"] = reference_s
         if reference is not None and result.timing is not None and result.timing.reference_cached:
             result.timing.reference_cached = False  # measured for this job, in a process of its own
             result.notes.append("reference timed in a separate process that ran no candidate code")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import statistics
 import time
 from collections.abc import Hashable
 from pathlib import Path
@@ -15,6 +16,7 @@ import numpy as np
 import torch
 
 from kernelrl.evaluate import EvalConfig, EvalPool
+from kernelrl.evaluate.costs import summarise_costs
 from kernelrl.generation import Engine
 from kernelrl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from kernelrl.train.config import TrainConfig
@@ -168,9 +170,13 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
         total = cfg.rl.steps if stop_after is None else min(cfg.rl.steps, stop_after)
         bar = Progress(total - trainer.step_count, f"RL {cfg.rl.algo}/{cfg.rl.rollout}", cfg.progress)
         t0 = time.perf_counter()
+        step_times: dict[str, list[float]] = {"time/generate": [], "time/evaluate_wait": []}
         while trainer.step_count < total:
             m = trainer.step()
             logger.log("rl", trainer.step_count, m)
+            for name, values in step_times.items():
+                if name in m:
+                    values.append(float(m[name]))
             bar.advance(f"reward {m['reward/mean']:.2f} pass {m['rollout/pass_rate']:.2f}")
             every = cfg.checkpoint_every
             if (every and trainer.step_count % every == 0) or trainer.step_count == total:
@@ -192,6 +198,9 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
         times["total_s"] = time.perf_counter() - t_start
         summary["times"] = times
         summary["eval_cache"] = {"submitted": cache.submitted, "hits": cache.hits}
+        summary["rl_step_times"] = {name: statistics.median(v) for name, v in step_times.items() if v}
+        if getattr(cache.pool, "cost_log", None) is not None:
+            summary["gym_costs"] = summarise_costs(cache.pool.cost_log)
         (run / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
         if report:
             write_report(run, summary)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kernelrl.evaluate.costs import costs_table
 from kernelrl.train.logs import read_metrics
 
 CURVES = ("reward/mean", "rollout/pass_rate", "rollout/fast_1", "rollout/mean_speedup", "kl_ref", "entropy",
@@ -70,12 +71,27 @@ def write_report(run_dir: str | Path, summary: dict[str, Any]) -> Path:
     lines += stage_table(summary)
     lines += ["", "## Times (s)", ""]
     lines += [f"- {k}: {v:.1f}" for k, v in summary.get("times", {}).items()]
+    lines += gym_cost_lines(summary)
     lines += ["", "## Example held-out answers after RL", ""]
     lines += [f"- `{e}`" for e in b.get("examples", [])]
     lines += ["", *[f"![{p}]({p})" for p in plots], "", "Full config: `config.yaml`; metrics: `metrics.jsonl`, `tb/`."]
     path = run / "report.md"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def gym_cost_lines(summary: dict[str, Any]) -> list[str]:
+    """Median generate vs evaluate-wait per RL step, and the gym's cost per evaluation by part."""
+    lines: list[str] = []
+    steps = summary.get("rl_step_times") or {}
+    if steps:
+        lines += ["", "## Generation vs the gym (median per RL step, s)", "",
+                  *[f"- {name}: {value:.3f}" for name, value in steps.items()]]
+    costs = summary.get("gym_costs") or {}
+    if costs.get("evaluations", {}).get("n"):
+        lines += ["", f"## Gym cost per evaluation ({int(costs['evaluations']['n'])} evaluations run)", "",
+                  *costs_table(costs)]
+    return lines
 
 
 def stage_table(summary: dict[str, Any]) -> list[str]:

@@ -1,0 +1,54 @@
+"""Where an evaluation's time goes: one breakdown per evaluation (`cost_breakdown`), summarised over a run
+as p50/p95 per part (`summarise_costs`), for the run's report and the bench's results file.
+
+Parts: the judge's stages (static, build, init, correctness, timing; profile settling is the share of
+timing spent profiling untimed calls until the coverage is settled, and is also counted in timing), the
+reference timing measured for this evaluation (once per task and settings, by the pool), and fork and
+teardown: the rest of the evaluation's wall time seen from the pool (forking the judge and the candidate,
+confining them, killing and reaping them, the supervisor's messages)."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from typing import Any
+
+STAGES = ("static", "build", "init", "correctness", "timing")
+PARTS = (*STAGES, "profile_settling", "reference", "fork_teardown", "total")
+
+
+def cost_breakdown(result: Any, wall_s: float, reference_s: float = 0.0) -> dict[str, float]:
+    """Seconds per part of one evaluation (`result`: an EvalResult; `wall_s`: the pool's wall time of the job,
+    `reference_s`: of the reference timing the pool measured for it)."""
+    parts = {name: result.stage_seconds(name) for name in STAGES}
+    in_job = float(result.costs.get("reference", 0.0))
+    parts["profile_settling"] = float(result.costs.get("profile_settling", 0.0))
+    parts["reference"] = reference_s + in_job
+    parts["fork_teardown"] = max(0.0, wall_s - sum(parts[name] for name in STAGES) - in_job)
+    parts["total"] = wall_s + reference_s
+    return parts
+
+
+def summarise_costs(breakdowns: Iterable[dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Per part: p50 and p95 in milliseconds over the evaluations that have the part (a stage an evaluation
+    never reached is left out of that stage's percentiles), and how many did."""
+    rows = list(breakdowns)
+    summary: dict[str, dict[str, float]] = {}
+    for part in PARTS:
+        values = sorted(1000.0 * row[part] for row in rows if row.get(part, 0.0) > 0.0)
+        if not values:
+            continue
+        p95 = values[min(len(values) - 1, round(0.95 * (len(values) - 1)))]
+        summary[part] = {"p50_ms": statistics.median(values), "p95_ms": p95, "n": float(len(values))}
+    summary["evaluations"] = {"n": float(len(rows))}
+    return summary
+
+
+def costs_table(summary: dict[str, dict[str, float]]) -> list[str]:
+    """Markdown lines: one row per part."""
+    lines = ["| part | p50 ms | p95 ms | evaluations |", "|---|---|---|---|"]
+    for part in PARTS:
+        if part in summary:
+            s = summary[part]
+            lines.append(f"| {part.replace('_', ' ')} | {s['p50_ms']:.1f} | {s['p95_ms']:.1f} | {int(s['n'])} |")
+    return lines
