@@ -1,8 +1,8 @@
 """Where an evaluation's time goes: one breakdown per evaluation (`cost_breakdown`), summarised over a run
 as p50/p95 per part (`summarise_costs`), for the run's report and the bench's results file.
 
-Parts: the judge's stages (static, build, init, correctness, timing; profile settling is the share of
-timing spent profiling untimed calls until the coverage is settled, and is also counted in timing), the
+Parts: the judge's stages (static, build, init, correctness, timing; timed calls, the candidate's measured
+requests, and profile settling, untimed calls profiled until the coverage is settled, are parts of timing), the
 reference timing measured for this evaluation (once per task and settings, by the pool), and fork and
 teardown: the rest of the evaluation's wall time seen from the pool (forking the judge and the candidate,
 confining them, killing and reaping them, the supervisor's messages)."""
@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 STAGES = ("static", "build", "init", "correctness", "timing")
-PARTS = (*STAGES, "profile_settling", "reference", "fork_teardown", "total")
+PARTS = (*STAGES, "timed_calls", "profile_settling", "reference", "fork_teardown", "gym_own", "total")
 
 
 def cost_breakdown(result: Any, wall_s: float, reference_s: float = 0.0) -> dict[str, float]:
@@ -22,10 +22,12 @@ def cost_breakdown(result: Any, wall_s: float, reference_s: float = 0.0) -> dict
     `reference_s`: of the reference timing the pool measured for it)."""
     parts = {name: result.stage_seconds(name) for name in STAGES}
     in_job = float(result.costs.get("reference", 0.0))
+    parts["timed_calls"] = float(result.costs.get("timed_calls", 0.0))
     parts["profile_settling"] = float(result.costs.get("profile_settling", 0.0))
     parts["reference"] = reference_s + in_job
     parts["fork_teardown"] = max(0.0, wall_s - sum(parts[name] for name in STAGES) - in_job)
     parts["total"] = wall_s + reference_s
+    parts["gym_own"] = max(0.0, parts["total"] - parts["timed_calls"] - parts["build"])  # all but the candidate's timed work and its build
     return parts
 
 

@@ -180,46 +180,63 @@ class Judge:
             raise task_failure("the task's Model.forward failed", exc) from None
 
     def correctness(self, ref_model: torch.nn.Module) -> None:
-        """Fresh inputs per trial; the reference runs here, the candidate there; outputs read whole."""
+        """Fresh inputs per trial; the reference runs here, the candidate there; outputs read whole. Small
+        trials share one arena, and after the first (alone, for the clearest failure) run in one request."""
         rtol, atol = self._tolerance()
-        trials, guards = self.config.correctness_trials, self.config.guards
+        trials = self.config.correctness_trials
         detail = Correctness(trials=trials, passed=0, rtol=rtol, atol=atol)
         self.result.correctness = detail
         torch_ops: dict[str, int] = {}
         made = {"t0": self.inputs(0)}
-        if trials * _input_bytes(made["t0"]) <= SHARED_TRIALS_BYTES:  # small: all trials in one arena
+        batched = trials * _input_bytes(made["t0"]) <= SHARED_TRIALS_BYTES
+        if batched:
             made |= {f"t{trial}": self.inputs(trial) for trial in range(1, trials)}
-        shared: dict[str, list[Any]] = {}
-        for trial in range(trials):
-            self.trial_set = name = f"t{trial}"
-            inputs = made.pop(name) if name in made else self.inputs(trial)
-            expected = self.reference_forward(ref_model, inputs)
-            if name not in shared:
-                shared = self.process.send_inputs("trial", {name: inputs, **made})
-            try:
-                reply = self.process.request({"op": "call", "sets": [name], "count": True})
-            except StageFailed as failure:
-                detail.failing_trial = trial
-                if failure.status == Status.RUNTIME_ERROR:
-                    failure.message = "\n".join([failure.message, *self.backend.interpreter_hints(self.candidate.source)])
-                raise
-            actual = self.process.read_outputs([0])[0]
-            if guards:
-                self._check_feedback_counters(reply, torch_ops)
-                if trial <= 1 and mutated(to_cpu(inputs), shared[name]):  # the timed calls are checked as a whole
+            shared = self.process.send_inputs("trial", made)
+            self._run_trials([0], made, shared, ref_model, torch_ops)
+            if trials > 1:
+                self._run_trials(list(range(1, trials)), made, shared, ref_model, torch_ops)
+        else:
+            for trial in range(trials):
+                inputs = made.pop(f"t{trial}") if trial == 0 else self.inputs(trial)
+                shared = self.process.send_inputs("trial", {f"t{trial}": inputs})
+                self._run_trials([trial], {f"t{trial}": inputs}, shared, ref_model, torch_ops)
+        self.result.kernel_calls = {str(k): int(v) for k, v in self.process.request({"op": "counters"})["kernel_calls"].items()}
+        if self.config.guards and self.candidate.backend == "cuda" and self.device.type == "cuda":
+            self._check_cuda_kernels_ran()
+        if torch_ops:
+            self.result.notes.append("torch compute ops in forward: " + ", ".join(f"{k}x{v}" for k, v in torch_ops.items()))
+
+    def _run_trials(self, trials: list[int], made: dict[str, list[Any]], shared: dict[str, list[Any]],
+                    ref_model: torch.nn.Module, torch_ops: dict[str, int]) -> None:
+        """One request that runs forward on each listed trial's inputs; each output read whole and compared
+        with the reference's, in order (the first wrong one fails the stage)."""
+        rtol, atol = self._tolerance()
+        detail = self.result.correctness
+        assert detail is not None
+        names = [f"t{trial}" for trial in trials]
+        self.trial_set = names[0]
+        expected = [self.reference_forward(ref_model, made[name]) for name in names]
+        try:
+            reply = self.process.request({"op": "call", "sets": names, "count": True})
+        except StageFailed as failure:
+            detail.failing_trial = trials[0]
+            if failure.status == Status.RUNTIME_ERROR:
+                failure.message = "\n".join([failure.message, *self.backend.interpreter_hints(self.candidate.source)])
+            raise
+        outputs = self.process.read_outputs(list(range(len(names))))
+        if self.config.guards:
+            self._check_feedback_counters(reply, torch_ops)
+            for trial, name in zip(trials, names, strict=True):
+                if trial <= 1 and mutated(to_cpu(made[name]), shared[name]):  # the timed calls are checked as a whole
                     raise StageFailed(Status.REJECTED, "[input-mutation] the candidate modified its inputs; write results to new tensors")
-            outcome = compare_outputs(to_cpu(expected), actual, rtol, atol)
+        for trial, want, actual in zip(trials, expected, outputs, strict=True):
+            outcome = compare_outputs(to_cpu(want), actual, rtol, atol)
             detail.max_abs_error = max(detail.max_abs_error, outcome.max_abs_error)
             detail.max_rel_error = max(detail.max_rel_error, outcome.max_rel_error)
             if not outcome.ok:
                 detail.failing_trial, detail.message = trial, outcome.message
-                raise StageFailed(Status.INCORRECT, f"trial {trial + 1}/{trials}: {outcome.message}")
+                raise StageFailed(Status.INCORRECT, f"trial {trial + 1}/{detail.trials}: {outcome.message}")
             detail.passed += 1
-        self.result.kernel_calls = {str(k): int(v) for k, v in self.process.request({"op": "counters"})["kernel_calls"].items()}
-        if guards and self.candidate.backend == "cuda" and self.device.type == "cuda":
-            self._check_cuda_kernels_ran()
-        if torch_ops:
-            self.result.notes.append("torch compute ops in forward: " + ", ".join(f"{k}x{v}" for k, v in torch_ops.items()))
 
     def _check_cuda_kernels_ran(self) -> None:
         """One more forward under the profiler (in the candidate's process, so feedback rather than proof):
@@ -308,8 +325,8 @@ class Judge:
         sets, scattered = {"s0": base}, {"s0": [None] * len(base)}
         expected = {"s0": _flat_tensors(to_cpu(self.reference_forward(ref_model, base)))}
         finite = [t.isfinite() if t.is_floating_point() else None for t in expected["s0"]]
+        other = self.inputs(cfg.correctness_trials + 1) if cfg.timing_input_sets > 1 else base  # each set takes its own positions of it
         for i in range(1, cfg.timing_input_sets):
-            other = self.inputs(cfg.correctness_trials + i)
             mixed, positions = scatter_elements(base, other, self.spot.generator)
             outputs = _flat_tensors(to_cpu(self.reference_forward(ref_model, mixed)))
             if any(f is not None and not bool(o.isfinite()[f].all()) for f, o in zip(finite, outputs, strict=False)):
@@ -347,6 +364,7 @@ class Judge:
                 order = slots.order(k)
                 elapsed, _ = self._timed_request(order)
                 samples.append(elapsed / k)
+                self.result.costs["timed_calls"] = self.result.costs.get("timed_calls", 0.0) + elapsed / 1000
                 self._check_request(order, expected)
                 slots.refill(order)
         finally:

@@ -39,7 +39,6 @@ from kernelrl.evaluate.warm import preload_for, warm
 
 OUTPUT_HEAD_BYTES = 2048
 OUTPUT_TAIL_BYTES = 2048
-EXIT_GRACE_S = 5.0
 STAGE_ORDER = ("static", "build", "init", "correctness", "timing")
 COMPILE_OUTPUT_LIMIT_MB = 1024  # file-size limit of the torch.compile reference (Inductor's headers)
 
@@ -193,8 +192,6 @@ class Supervisor:
             try:
                 channel, envelope = _next_message(reader, builds, deadline)
             except TimeoutError:
-                if result is not None:  # verdict in, but the process lingers: stop waiting for it
-                    break
                 failure = (Status.TIMEOUT, f"stage '{stage}' exceeded its {deadline - stage_started:.0f} s limit")
                 break
             except BadRequest as exc:
@@ -241,11 +238,16 @@ class Supervisor:
                 except (KeyError, TypeError, ValueError) as exc:
                     failure = (Status.CRASHED, f"the evaluated process sent an unreadable result: {exc}")
                     break
-                deadline = time.monotonic() + EXIT_GRACE_S
+                if reader.buffered() is not None:
+                    failure = (Status.REJECTED, "[forged-message] more than one verdict was written for one evaluation")
+                break  # the verdict is in: the judge is killed, not waited for while it tears its memory down
             elif event == "error":
                 failure = (Status.CRASHED, "internal error in the evaluator:\n" + str(message.get("traceback", "")))
                 break
         _kill_group(pid)
+        if result is not None and failure is None:
+            os.waitpid(pid, os.WNOHANG)  # a judge still tearing down is reaped later (`reap_zombies`)
+            return result
         _, status = os.waitpid(pid, 0)
         if failure is None and result is None:
             failure = (Status.CRASHED, describe_exit(status) + f" (during stage '{stage}')")
