@@ -93,7 +93,7 @@ def judge_main(
         process = CandidateProcess(pid, Channel(judge_sock), describe_exit, config.memory_limit_mb * 2**20)
         judge = Judge(Task.from_dict(job["task"]), Candidate(**job["candidate"]), config, announce, process,
                       own_objects=_own_objects(job, workdir))
-        result = judge.run(job.get("cached_reference"), bool(job.get("compile_candidate")))
+        result = judge.run(job.get("cached_reference"), bool(job.get("compile_candidate")), bool(job.get("reference_only")))
         _confinement_notes(result, pid)
         _end_candidate(pid)
         write_message(write_fd, signed(key, {"event": "result", "result": result.to_dict()}))

@@ -489,7 +489,10 @@ class Judge:
 
     # -- driver ---------------------------------------------------------------------------------------
 
-    def run(self, cached_reference: dict | None = None, compile_candidate: bool = False) -> EvalResult:
+    def run(self, cached_reference: dict | None = None, compile_candidate: bool = False,
+            reference_only: bool = False) -> EvalResult:
+        """The stages in order. `reference_only`: the task's own `Model` stands in as the candidate (the
+        supervisor's reference timing), so the correctness stage, which would compare it with itself, is skipped."""
         t = self.config.timeouts
         result = self.result
         start = time.perf_counter()
@@ -504,8 +507,9 @@ class Judge:
                 else:
                     with self.stage("init", t.init):
                         ref_model = self.init(compile_candidate)
-                    with self.stage("correctness", t.correctness):
-                        self.correctness(ref_model)
+                    if not reference_only:
+                        with self.stage("correctness", t.correctness):
+                            self.correctness(ref_model)
                     if self.config.measure_timing and self.backend.timing_meaningful():
                         with self.stage("timing", t.timing):
                             self.timing(ref_model, cached_reference)

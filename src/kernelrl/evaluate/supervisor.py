@@ -113,6 +113,7 @@ class Supervisor:
             "candidate": {**job["candidate"], "source": f"{task['source']}\n\nModelNew = Model\n"},
             "config": {**job["config"], "guards": False, "static_severity": {"*": "warn"}, "correctness_trials": 1},
             "cached_reference": {"reference_ms": 1.0, "reference_spread_ms": 0.0},  # placeholder: not used
+            "reference_only": True,
         }
         config = EvalConfig.from_dict(reference_job["config"])
         eager = self._run_child(reference_job, config).timing
@@ -128,7 +129,7 @@ class Supervisor:
             timeouts["correctness"] = max(float(timeouts.get("correctness", config.timeouts.correctness)), COMPILE_TIMEOUT_S)
             limits = {**reference_job["config"], "output_limit_mb": max(config.output_limit_mb, COMPILE_OUTPUT_LIMIT_MB),
                       "timeouts": timeouts}
-            compile_job = {**reference_job, "config": limits, "compile_candidate": True}
+            compile_job = {**reference_job, "config": limits, "compile_candidate": True, "reference_only": False}  # Inductor compiles in correctness
             compiled = self._run_child(compile_job, EvalConfig.from_dict(limits))
             entry["compiled_reference_ms"] = compiled.timing.candidate_ms if compiled.timing is not None else None
             if entry["compiled_reference_ms"] is None:
