@@ -158,6 +158,19 @@ def test_the_reference_is_timed_once_per_task_whatever_the_verdicts(task: Task) 
     assert all(row["total"] >= row["build"] + row["correctness"] + row["fork_teardown"] for row in pair.cost_log)
 
 
+def test_a_prefetched_reference_is_ready_before_the_first_candidate(task: Task) -> None:
+    """The trainer prefetches each prompt's reference while its answers generate: the first candidate then
+    finds it measured, and a second prefetch of the same task is a no-op."""
+    with EvalPool(workers=1, config=CONFIG) as one:
+        future = one.prefetch(task)
+        assert future is not None and future.result(timeout=120)["reference_ms"] > 0
+        assert one.prefetch(task) is None
+        result = one.evaluate(task, Candidate(C.GOOD))
+        assert result.status == Status.OK and result.timing.reference_cached
+        assert result.timing.reference_ms == future.result()["reference_ms"]
+        assert all(row["reference"] == 0 for row in one.cost_log)  # measured by the prefetch, not by the job
+
+
 SLOW_DOWN_REFERENCE = C.GOOD.replace(
     "lib = load_cpp(",
     """import sys

@@ -203,7 +203,12 @@ class EvalPool:
                 if item is None:
                     return
                 job, future = item
-                if future.set_running_or_notify_cancel():
+                if not future.set_running_or_notify_cancel():
+                    continue
+                if job.get("op") == "reference":
+                    key = reference_cache_key(job)
+                    future.set_result(self._reference(worker, key, job)[0] if key else None)
+                else:
                     future.set_result(self._run_with_retry(worker, job))
         finally:
             worker.stop()
@@ -285,6 +290,21 @@ class EvalPool:
         if cached_reference:
             job["cached_reference"] = cached_reference
         future: cf.Future[EvalResult] = cf.Future()
+        self._jobs.put((job, future))
+        return future
+
+    def prefetch(self, task: Task, backend: str = "cpu", config: EvalConfig | None = None) -> cf.Future[Any] | None:
+        """Queue the measurement of `task`'s reference timing (trusted material, once per task and settings)
+        ahead of its candidates, e.g. while a policy still generates them; None where it is at hand, being
+        measured, or not wanted (timing off, the cache off)."""
+        config = config or self.config
+        job = {"id": next(self._ids), "op": "reference", "task": task.to_dict(),
+               "candidate": {"source": "", "backend": backend}, "config": config.to_dict()}
+        key = reference_cache_key(job) if config.measure_timing else None
+        with self._references_lock:
+            if key is None or key in self._references or key in self._measuring or self._closed:
+                return None
+        future: cf.Future[Any] = cf.Future()
         self._jobs.put((job, future))
         return future
 

@@ -86,6 +86,14 @@ class EvalCache:
         self.pool, self.family = pool, family
         self._futures: dict[tuple[str, str | None], cf.Future[EvalResult]] = {}
         self.submitted = self.hits = 0
+        self._prefetched: set[str] = set()
+
+    def prefetch(self, item: Hashable) -> None:
+        """Have the pool time `item`'s reference now, while its answers are still being generated."""
+        task = self.family.task(item)
+        if task.id not in self._prefetched and hasattr(self.pool, "prefetch"):
+            self._prefetched.add(task.id)
+            self.pool.prefetch(task, self.family.backend)
 
     def submit(self, item: Hashable, answer: str) -> cf.Future[EvalResult]:
         task = self.family.task(item)
@@ -126,8 +134,11 @@ class PromptStream:
     counts groups handed out, so a resumed run continues the same stream."""
 
     def __init__(self, items: list[Hashable], tok: Any, params: SamplingParams, seed: int,
-                 cursor: int = 0, family: TaskFamily | None = None) -> None:
+                 cursor: int = 0, family: TaskFamily | None = None,
+                 on_item: Callable[[Hashable], None] | None = None) -> None:
+        """`on_item`: called with each group's item as it is handed out (the gym prefetches its reference)."""
         self.items, self.tok, self.params, self.seed, self.cursor = items, tok, params, seed, cursor
+        self.on_item = on_item
         self.family = family or TinyFamily([], [])
         self.groups: dict[str, int] = {}  # group id handed to the scheduler -> its stream position
 
@@ -148,6 +159,8 @@ class PromptStream:
             item = self.item_at(k)
             seed = zlib.crc32(f"{self.seed}:{k}".encode())
             self.groups[f"{k}"] = k
+            if self.on_item is not None:
+                self.on_item(item)
             yield PromptGroup(f"{k}", tuple(self.family.prompt_ids(self.tok, item)), self.params.replace(seed=seed))
 
 
@@ -175,7 +188,7 @@ class Rollout:
         self._prefix: dict[str, str] = {}  # continuation request id -> the turn's text before it
         self._executors: dict[str, ToolExecutor] = {}
         self._tool_outputs: dict[tuple[str, str, str], str] = {}
-        self.stream = PromptStream(items, tok, params, seed, cursor, self.family)
+        self.stream = PromptStream(items, tok, params, seed, cursor, self.family, on_item=cache.prefetch)
         self._futures: dict[str, cf.Future[EvalResult]] = {}
         self._item_of: dict[str, Hashable] = {}
         self.wrapped = EvalOnFinish(engine, self._submit)
