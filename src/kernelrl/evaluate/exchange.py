@@ -173,15 +173,17 @@ class Channel:
 
     def receive(self) -> dict[str, Any] | None:
         """The next message (None at end of stream); fds that came with it are in `self.fds`."""
+        line = self.receive_line()
+        return None if line is None else parse_message(line)
+
+    def receive_line(self) -> bytes | None:
+        """The next message's bytes, not yet parsed (None at end of stream)."""
         while True:
             newline = self.buffer.find(b"\n")
             if newline >= 0:
                 line = bytes(self.buffer[:newline])
                 del self.buffer[: newline + 1]
-                message = json.loads(line)
-                if not isinstance(message, dict):
-                    raise ValueError("message is not an object")
-                return message
+                return line
             if len(self.buffer) > MAX_LINE_BYTES:
                 raise ValueError(f"message larger than {MAX_LINE_BYTES} bytes")
             data, fds, _, _ = socket.recv_fds(self.sock, 1 << 16, 16)
@@ -194,6 +196,17 @@ class Channel:
         if not self.fds:
             raise ValueError("expected a file descriptor with the message")
         return self.fds.pop(0)
+
+
+def parse_message(line: bytes) -> dict[str, Any]:
+    """One JSON object; anything else (nesting too deep for the parser included) is a ValueError."""
+    try:
+        message = json.loads(line)
+    except RecursionError:
+        raise ValueError("message nested too deeply") from None
+    if not isinstance(message, dict):
+        raise ValueError("message is not an object")
+    return message
 
 
 # -- reading the candidate's memory -------------------------------------------------------------------
