@@ -5,8 +5,9 @@
   The candidate maps it and computes on the tensors in place (no copy); the judge keeps private copies
   of everything it wrote, so a candidate that scribbles on the arena changes nothing the judge trusts.
 - Outputs travel candidate -> judge by the judge reading the candidate's memory (`read_remote`,
-  `process_vm_readv`) at the addresses the candidate reports, right after a call returns. A lying
-  address only makes the candidate's own answer wrong; nothing is copied inside a timed call.
+  `process_vm_readv`) at the addresses the call's reply reports, while the candidate is stopped
+  (`candidate_process`). A lying address only makes the candidate's own answer wrong; nothing is
+  copied inside a timed call but outputs that are not contiguous.
 - Other values (ints, tuples, dtypes, ...) travel as tagged JSON (`encode_value` / `decode_value`).
 """
 
