@@ -127,14 +127,9 @@ class CandidateProcess:
 
     def _traced(self) -> bool:
         """Whether a sampler traces the candidate (ptrace): its stops are the tracer's to wait for."""
-        try:
-            with open(f"/proc/{self.pid}/status", "rb") as handle:
-                for line in handle:
-                    if line.startswith(b"TracerPid:"):
-                        return line.split()[1] != b"0"
-        except (OSError, IndexError):
-            pass
-        return False
+        status = _read_proc(f"/proc/{self.pid}/status", 4096)
+        start = status.find(b"TracerPid:")
+        return start >= 0 and status[start + 10 : status.find(b"\n", start)].strip() not in (b"0", b"")
 
     def _wait_child(self) -> bool:
         """waitpid(WUNTRACED): the kernel reports the stop once every thread has stopped (the judge is the
@@ -332,20 +327,28 @@ def _children(pid: int) -> list[int]:
     except OSError:
         return found
     for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children", "rb") as handle:
-                found.extend(int(c) for c in handle.read().split())
-        except (OSError, ValueError):
-            continue
+        found.extend(int(c) for c in _read_proc(f"/proc/{pid}/task/{tid}/children", 1 << 16).split())
     return found
 
 
 def _thread_state(pid: int, tid: str) -> bytes | None:
+    stat = _read_proc(f"/proc/{pid}/task/{tid}/stat", 4096)
+    fields = stat[stat.rfind(b")") + 1 :].split(None, 1)
+    return fields[0] if stat and fields else None
+
+
+def _read_proc(path: str, limit: int) -> bytes:
+    """The start of a /proc file with raw system calls (this is in the timed path); b"" if it is gone."""
     try:
-        with open(f"/proc/{pid}/task/{tid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return b""
+    try:
+        return os.read(fd, limit)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
 
 
 def check_descriptions(outputs: Any, calls: int, max_bytes: int) -> list[Any]:
