@@ -22,6 +22,7 @@ from kernelrl.evaluate.candidate_process import (
 )
 from kernelrl.evaluate.exchange import Channel, parse_message
 from kernelrl.evaluate.runner import Runner
+from kernelrl.evaluate.sampler import PcSampler, sampling_available
 from kernelrl.tasks import Task
 from tests.evaluate import candidates as C
 
@@ -46,9 +47,11 @@ def late():
     while True:
         RELEASE.wait()
         RELEASE.clear()
+        jobs = PENDING[:]
+        PENDING.clear()
         time.sleep(0.02)
-        while PENDING:
-            PENDING.pop().fill_(7.0)
+        for y in jobs:
+            y.fill_(7.0)
 
 threading.Thread(target=late, daemon=True).start()
 
@@ -105,6 +108,27 @@ def test_the_candidate_is_stopped_from_a_calls_reply_until_the_next_request(cand
     assert torch.equal(candidate_process.read_outputs([0])[0], torch.zeros(64, 32))
     candidate_process.request({"op": "counters"})
     assert "T" not in thread_states(candidate_process.pid)
+
+
+@pytest.mark.skipif(not sampling_available(), reason="ptrace sampling is not permitted here")
+def test_the_stop_holds_while_a_ptrace_sampler_traces_the_candidate(candidate_process: CandidateProcess) -> None:
+    """The tracer's stops are the sampler's to wait for: the judge then waits from /proc, and sampling goes on."""
+    x = torch.randn(64, 32)
+    start(candidate_process, LATE_WRITER, x)
+    sampler = PcSampler(candidate_process.pid, hz=1000)
+    sampler.start()
+    try:
+        for _ in range(5):
+            candidate_process.request({"op": "call", "sets": ["a"]})
+            assert thread_states(candidate_process.pid) <= {"T", "t"}
+            time.sleep(0.03)
+            assert torch.equal(candidate_process.read_outputs([0])[0], torch.zeros(64, 32))
+        candidate_process.request({"op": "counters"})
+    finally:
+        samples = sampler.stop()
+    assert samples.error is None
+    candidate_process.request({"op": "call", "sets": ["a"]})  # after the tracer left, waitpid again
+    assert thread_states(candidate_process.pid) == {"T"}
 
 
 def test_outputs_are_described_in_the_calls_own_reply(candidate_process: CandidateProcess) -> None:
