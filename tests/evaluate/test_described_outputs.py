@@ -131,6 +131,34 @@ def test_the_stop_holds_while_a_ptrace_sampler_traces_the_candidate(candidate_pr
     assert thread_states(candidate_process.pid) == {"T"}
 
 
+SELF_CONTINUING_CHILD = '''
+import os, signal
+import torch.nn as nn
+
+CHILD = os.fork()
+if CHILD == 0:
+    while True:  # a SIGCONT it sends itself discards a SIGSTOP still pending: it tries to run through the stop
+        os.kill(os.getpid(), signal.SIGCONT)
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x * 2
+'''
+
+
+def test_a_call_never_returns_while_a_process_the_candidate_forked_still_runs(candidate_process: CandidateProcess) -> None:
+    start(candidate_process, SELF_CONTINUING_CHILD, torch.randn(4))
+    with open(f"/proc/{candidate_process.pid}/task/{candidate_process.pid}/children") as handle:
+        child = int(handle.read().split()[0])
+    for _ in range(20):
+        try:
+            candidate_process.request({"op": "call", "sets": ["a"]})
+        except StageFailed as failure:
+            assert failure.status == Status.REJECTED and "[unstoppable]" in failure.message
+            return
+        assert thread_states(child) == {"T"} and thread_states(candidate_process.pid) == {"T"}
+
+
 def test_outputs_are_described_in_the_calls_own_reply(candidate_process: CandidateProcess) -> None:
     source = "import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return (x * 2).t()\n"
     x = torch.randn(8, 5)
