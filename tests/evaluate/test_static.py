@@ -102,6 +102,79 @@ def test_native_process_control_is_still_refused(call: str) -> None:
     assert checks(source) == {"native-syscalls"}, findings(source)
 
 
+@pytest.mark.parametrize("kernel", [
+    """
+    #include <thread>
+    #include <vector>
+    void scaled_relu(const float* x, float* y, int64_t n, float s) {
+        std::vector<std::thread> pool;
+        for (int w = 0; w < 4; ++w)
+            pool.emplace_back([=] { for (int64_t i = n * w / 4; i < n * (w + 1) / 4; ++i) y[i] = x[i] * s; });
+        for (auto& t : pool) t.join();
+    }
+    """,
+    """
+    #include <pthread.h>
+    struct Job { const float* x; float* y; int64_t n; float s; };
+    static void* run(void* p) { Job* j = (Job*)p; for (int64_t i = 0; i < j->n; ++i) j->y[i] = j->x[i] * j->s; return nullptr; }
+    void scaled_relu(const float* x, float* y, int64_t n, float s) {
+        pthread_t t; Job job{x, y, n, s};
+        pthread_create(&t, nullptr, run, &job);
+        pthread_join(t, nullptr);
+    }
+    """,
+    """
+    #include <future>
+    void scaled_relu(const float* x, float* y, int64_t n, float s) {
+        auto half = std::async(std::launch::async, [=] { for (int64_t i = 0; i < n / 2; ++i) y[i] = x[i] * s; });
+        for (int64_t i = n / 2; i < n; ++i) y[i] = x[i] * s;
+        half.wait();
+    }
+    """,
+])
+def test_native_threads_that_join_are_compute(kernel: str) -> None:
+    assert findings(native(kernel)) == []
+
+
+@pytest.mark.parametrize("kernel", [
+    """
+    #include <thread>
+    void scaled_relu(const float* x, float* y, int64_t n, float s) {
+        std::thread([=] { for (int64_t i = 0; i < n; ++i) y[i] = x[i] * s; }).detach();
+    }
+    """,
+    """
+    #include <pthread.h>
+    static void* run(void* p) { return p; }
+    void scaled_relu(const float* x, float* y, int64_t n, float s) { pthread_t t; pthread_create(&t, nullptr, run, nullptr); pthread_detach(t); }
+    """,
+])
+def test_native_detached_threads_are_refused_with_what_to_do(kernel: str) -> None:
+    source = native(kernel)
+    assert checks(source) == {"native-syscalls"}, findings(source)
+    assert all("join every thread before the kernel returns" in m for _, m in findings(source))
+
+
+def test_native_detach_of_a_tensor_without_threads_passes() -> None:
+    source = native("""
+        #include <torch/extension.h>
+        torch::Tensor scaled_relu(torch::Tensor x, double s) { return (x.detach() * s).relu(); }
+    """)
+    assert findings(source) == []
+
+
+def test_native_threads_still_may_not_signal() -> None:
+    source = native("""
+        #include <thread>
+        #include <csignal>
+        void scaled_relu(const float* x, float* y, int64_t n, float s) {
+            std::thread t([=] { kill(1, 9); for (int64_t i = 0; i < n; ++i) y[i] = x[i] * s; });
+            t.join();
+        }
+    """)
+    assert checks(source) == {"native-syscalls"}, findings(source)
+
+
 def test_native_python_c_api_is_refused() -> None:
     source = native("""
         extern "C" int PyGILState_Ensure(void);

@@ -5,8 +5,9 @@
   The candidate maps it and computes on the tensors in place (no copy); the judge keeps private copies
   of everything it wrote, so a candidate that scribbles on the arena changes nothing the judge trusts.
 - Outputs travel candidate -> judge by the judge reading the candidate's memory (`read_remote`,
-  `process_vm_readv`) at the addresses the candidate reports, right after a call returns. A lying
-  address only makes the candidate's own answer wrong; nothing is copied inside a timed call.
+  `process_vm_readv`) at the addresses the call's reply reports, while the candidate is stopped
+  (`candidate_process`). A lying address only makes the candidate's own answer wrong; nothing is
+  copied inside a timed call but outputs that are not contiguous.
 - Other values (ints, tuples, dtypes, ...) travel as tagged JSON (`encode_value` / `decode_value`).
 """
 
@@ -173,15 +174,17 @@ class Channel:
 
     def receive(self) -> dict[str, Any] | None:
         """The next message (None at end of stream); fds that came with it are in `self.fds`."""
+        line = self.receive_line()
+        return None if line is None else parse_message(line)
+
+    def receive_line(self) -> bytes | None:
+        """The next message's bytes, not yet parsed (None at end of stream)."""
         while True:
             newline = self.buffer.find(b"\n")
             if newline >= 0:
                 line = bytes(self.buffer[:newline])
                 del self.buffer[: newline + 1]
-                message = json.loads(line)
-                if not isinstance(message, dict):
-                    raise ValueError("message is not an object")
-                return message
+                return line
             if len(self.buffer) > MAX_LINE_BYTES:
                 raise ValueError(f"message larger than {MAX_LINE_BYTES} bytes")
             data, fds, _, _ = socket.recv_fds(self.sock, 1 << 16, 16)
@@ -194,6 +197,17 @@ class Channel:
         if not self.fds:
             raise ValueError("expected a file descriptor with the message")
         return self.fds.pop(0)
+
+
+def parse_message(line: bytes) -> dict[str, Any]:
+    """One JSON object; anything else (nesting too deep for the parser included) is a ValueError."""
+    try:
+        message = json.loads(line)
+    except RecursionError:
+        raise ValueError("message nested too deeply") from None
+    if not isinstance(message, dict):
+        raise ValueError("message is not an object")
+    return message
 
 
 # -- reading the candidate's memory -------------------------------------------------------------------

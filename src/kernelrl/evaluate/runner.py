@@ -1,11 +1,13 @@
 """The candidate process: the only place candidate code runs. It holds nothing a verdict depends on.
 
 It answers the judge's requests over a Unix socket (`exchange.Channel`): load the candidate module,
-build `ModelNew` with the weights the judge sends, run forward on arena inputs and report where each
-output lives in its memory. Everything it says is untrusted: the judge reads the outputs itself,
-compares them with references it computed elsewhere, and times the requests with its own clock. The
-in-process counters reported here (kernel calls, torch ops, child processes) are early feedback for a
-model, never a security boundary.
+build `ModelNew` with the weights the judge sends, run forward on arena inputs and report, in the same
+reply, where each output lives in its memory (plain tensors only, made contiguous here). The judge stops
+this process when the reply arrives and reads the outputs before it lets it run again. Everything it
+says is untrusted: the judge reads the outputs itself, compares them with references it computed
+elsewhere, and times the requests with its own clock. The in-process counters reported here (kernel
+calls, torch ops, child processes) and the plain-tensor rule are early feedback for a model, never a
+security boundary.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import torch
 from kernelrl.evaluate.exchange import Arena, Channel, decode_value, dtype_name
 from kernelrl.evaluate.loading import CANDIDATE_FILE, describe_exception, load_module
 from kernelrl.native import CompileError
+
+PLAIN_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter)  # exactly these types; a subclass is not an output
 
 
 class Runner:
@@ -123,7 +127,8 @@ class Runner:
         return {"ok": True, "state_copied": copied or not state}
 
     def op_call(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Run forward once per listed input set, keeping every output alive for `describe`."""
+        """Run forward once per listed input set, keeping every output alive; the reply says where each
+        call's outputs are (the judge reads them while this process is stopped, before its next request)."""
         assert self.model is not None, "init first"
         model, inputs, synchronize = self.model, self.inputs, self._synchronizer()
         self.kept, self.described = [], []
@@ -133,7 +138,7 @@ class Runner:
                 for name in request["sets"]:
                     kept.append(model(*inputs[name]))
                 synchronize()
-            return {"ok": True}
+            return {"ok": True, "outputs": self._describe_kept()}
         return self._counted_call(request["sets"])
 
     def _counted_call(self, sets: list[str]) -> dict[str, Any]:
@@ -158,17 +163,13 @@ class Runner:
             self._synchronizer()()
         reply = {"ok": True, "kernel_calls": kernel_calls_total() - before,
                  "torch_ops": dict(counter.compute) if self.guards else {},
-                 "processes": spawned_processes() if self.guards else 0}
+                 "processes": spawned_processes() if self.guards else 0, "outputs": self._describe_kept()}
         if self.backend == "nki":
             produced = {t.untyped_storage().data_ptr() for t in made}
             returned = [t for out in self.kept for t in tensors(out)]
             reply |= {"kernel_calls": cost.kernels, "nki_cost": {**cost.to_dict(), "forwards": len(sets)},
                       "foreign_outputs": sum(t.untyped_storage().data_ptr() not in produced for t in returned)}
         return reply
-
-    def op_describe(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Where the outputs of the listed calls live: tensors as (address, shape, dtype), other values as JSON."""
-        return {"ok": True, "outputs": [self._describe(self.kept[i]) for i in request["calls"]]}
 
     def op_launched_kernels(self, request: dict[str, Any]) -> dict[str, Any]:
         """Names of the GPU kernels one forward launches, from torch's profiler (feedback only)."""
@@ -187,13 +188,22 @@ class Runner:
 
     # -- helpers --------------------------------------------------------------------------------------
 
+    def _describe_kept(self) -> list[Any]:
+        """Where the outputs of the calls just made live (contiguous host copies made here, inside the call)."""
+        return [self._describe(out) for out in self.kept]
+
     def _describe(self, value: Any) -> Any:
-        if isinstance(value, torch.Tensor):
+        """Tensors as (address, shape, dtype, bytes) and strides, other values as JSON. Only plain tensors are
+        outputs: a subclass is named and left untouched (its methods could compute or change its values)."""
+        if type(value) in PLAIN_TENSOR_TYPES:
             t = value.detach()
             if t.device.type != "cpu" or not t.is_contiguous():
                 t = t.to("cpu").contiguous()
                 self.described.append(t)
-            return {"tensor": [t.data_ptr(), list(t.shape), dtype_name(t.dtype), t.numel() * t.element_size()]}
+            return {"tensor": [t.data_ptr(), list(t.shape), dtype_name(t.dtype), t.numel() * t.element_size()],
+                    "strides": list(t.stride())}
+        if isinstance(value, torch.Tensor):
+            return {"subclass": type(value).__qualname__}
         if isinstance(value, list | tuple):
             return {"list": [self._describe(v) for v in value]}
         if isinstance(value, bool | int | float) or value is None:

@@ -425,6 +425,10 @@ def check_tensor_subclass(tree: ast.Module, source: str, backend: Backend) -> li
 # System calls and headers a compute kernel never needs; embedded C/C++/CUDA sources are scanned for them.
 # Ending the process (`abort()`, `exit()`, `throw` on a bad shape) is not among them: a crash is reported as
 # one at runtime. `_exit` stays: it is how a forked child or a forged verdict leaves without a trace.
+# Threads are compute: std::thread, <thread>, pthread_create and std::async pass (they run on the candidate's
+# pinned CPUs, and the judge stops the candidate when a call replies, so work left to a thread after the
+# call cannot count). What threads could do besides compute (signals, processes, files, sockets) is refused
+# by name, and a detached thread is refused as feedback: its work is lost when the candidate is stopped.
 NATIVE_CALLS = {
     "fork": "processes", "vfork": "processes", "clone": "processes", "clone3": "processes", "execl": "processes",
     "execlp": "processes", "execle": "processes", "execv": "processes", "execvp": "processes", "execve": "processes",
@@ -440,18 +444,22 @@ NATIVE_CALLS = {
     "unlink": "file access", "remove": "file access", "rename": "file access", "dlopen": "dynamic loading",
     "dlsym": "dynamic loading", "syscall": "raw system calls", "mprotect": "memory protection changes",
     "setenv": "environment access", "getenv": "environment access", "putenv": "environment access",
-    "pthread_create": "threads that outlive the call", "usleep": "sleeping", "nanosleep": "sleeping",
+    "pthread_detach": "a thread that outlives the call; join every thread before the kernel returns",
+    "usleep": "sleeping", "nanosleep": "sleeping",
     "sleep": "sleeping", "chdir": "file system access", "_exit": "process control", "getppid": "process control",
 }
 NATIVE_PATTERNS = {
-    r"std::thread|std::async|std::jthread": "threads that outlive the call",
-    r"#\s*include\s*<(thread|future|fstream|dlfcn\.h|sys/socket\.h|netinet/[\w.]+|arpa/[\w.]+|sys/ptrace\.h|signal\.h|csignal|spawn\.h)>": "a header for processes, files, network or signals",
+    r"#\s*include\s*<(fstream|dlfcn\.h|sys/socket\.h|netinet/[\w.]+|arpa/[\w.]+|sys/ptrace\.h|signal\.h|csignal|spawn\.h)>": "a header for processes, files, network or signals",
     r"#\s*include\s*[\"<]\s*(/|[^\">\n]*\.\.)[^\">\n]*[\">]": "an include by path; include headers by name only",
     r"#\s*include\s+(?![\"<])\w+": "a computed #include",
     r"#\s*embed\b": "embedding a file",
     r"\b(__asm__|asm)\s*(volatile\s*)?\(": "inline assembly",
     r"\b_?Py(?:[A-Z][A-Za-z]*)?_[A-Za-z]\w*\s*\(": "the Python C API; a kernel never calls into the interpreter",
 }
+
+
+THREAD_DETACH = r"\.\s*detach\s*\(\s*\)"  # refused only in a source that makes threads (at::Tensor has detach() too)
+THREAD_MAKERS = r"std::j?thread|pthread_create"
 
 
 def _native_sources(tree: ast.Module) -> list[ast.Constant]:
@@ -474,6 +482,8 @@ def check_native_sources(tree: ast.Module, source: str, backend: Backend) -> lis
         found |= {
             m.group(0).strip().rstrip("(").strip(): why for pattern, why in NATIVE_PATTERNS.items() for m in re.finditer(pattern, text)
         }
+        if re.search(THREAD_MAKERS, text) and re.search(THREAD_DETACH, text):
+            found["detach()"] = NATIVE_CALLS["pthread_detach"]
         for name, why in sorted(found.items()):
             findings.append(Finding(
                 "native-syscalls", "reject",
