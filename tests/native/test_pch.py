@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from kernelrl.evaluate.builds import BuildService
+from kernelrl.native.build import DEFAULT_FLAGS
 from kernelrl.native.pch import leading_includes
 
 KERNEL = """
@@ -64,7 +65,10 @@ def test_the_second_build_of_a_block_makes_its_header_and_later_builds_use_it() 
     made = [d for d in set(pch_root.iterdir()) - before if not d.name.startswith(".")]
     assert made and (made[0] / "block.h.gch").is_file()
     assert (made[0] / "block.h").read_text() == leading_includes(KERNEL)
-    third, _ = _build(service, KERNEL.format(bias=run + 3))
+    third_source = KERNEL.format(bias=run + 3)
+    assert service.headers.header_for(third_source, "c++", list(DEFAULT_FLAGS["c++"])) == made[0] / "block.h"
+    assert service.headers.header_for(KERNEL.replace("<cstring>", "<vector>"), "c++", list(DEFAULT_FLAGS["c++"])) is None  # other block: first sighting
+    third, _ = _build(service, third_source)
     expected = sum(math.log1p(math.exp(x)) for x in (0.5, -1.0, 2.0, 0.0))
     for path, bias in ((plain, 1), (second, 2), (third, 3)):
         assert _call(path) == pytest.approx(expected + run + bias, rel=1e-6)

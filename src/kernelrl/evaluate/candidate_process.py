@@ -267,7 +267,7 @@ class CandidateProcess:
                 read_remote(self.pid, [(address, nbytes)], into=values.data_ptr())
                 return None, values, shape
             run = min(SPOT_RUN, numel)
-            starts = spot.starts(shape, numel, run, leaf)
+            starts = spot.starts(numel, run, leaf)
             values = torch.empty(len(starts) * run, dtype=dtype)
             read_remote(self.pid, [(address + s * dtype.itemsize, run * dtype.itemsize) for s in starts],
                         into=values.data_ptr())

@@ -28,8 +28,8 @@ class SpotPlan:
         self.generator = torch.Generator().manual_seed(seed)
         self.differ: dict[int, torch.Tensor] = {}
 
-    def starts(self, shape: list[int], numel: int, run: int, leaf: int = 0) -> list[int]:
-        """Run starts for one call's output leaf number `leaf` (of `shape`, `numel` elements)."""
+    def starts(self, numel: int, run: int, leaf: int = 0) -> list[int]:
+        """Run starts for one call's output leaf number `leaf` (of `numel` elements)."""
         return self.batch_starts(numel, run, 1, leaf)[0].tolist()
 
     def batch_starts(self, numel: int, run: int, calls: int, leaf: int = 0) -> torch.Tensor:

@@ -204,6 +204,15 @@ def as_uid(command: list[str], user: int | None) -> tuple[list[str], dict[str, A
     return command, {"user": user, "group": user, "extra_groups": []}
 
 
+def limited(command: list[str], limits: BuildLimits, user: int | None) -> tuple[list[str], dict[str, Any]]:
+    """`command` and Popen keywords that run it under `limits` (a prlimit prefix, else a preexec function)
+    as uid/gid `user` (None: this process's own)."""
+    prefix = limits.command(dedicated_uid=user is not None)
+    extra: dict[str, Any] = {} if prefix is not None else {"preexec_fn": functools.partial(limits.apply, user is not None)}
+    command, as_user = as_uid([*(prefix or []), *command], user)
+    return command, {**as_user, **extra}
+
+
 def _kill_group(pid: int) -> None:
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -238,18 +247,13 @@ def run_compiler(
     except UnicodeEncodeError as exc:  # a lone surrogate, sent through the broker's JSON
         raise CompileError(f"the source is not valid Unicode text ({exc.reason})", "", source, file_name) from None
     out_path = Path(workdir) / "lib.so"
-    limits = limits or BuildLimits.for_build(language, timeout)
     pch = ["-include", str(precompiled)] if precompiled is not None else []
-    command = [compiler, *flags, *pch, str(src_path), "-o", str(out_path)]
-    prefix = limits.command(dedicated_uid=user is not None)
-    extra: dict[str, Any] = {}
-    if prefix is None:
-        extra["preexec_fn"] = functools.partial(limits.apply, user is not None)
-    command, as_user = as_uid([*(prefix or []), *command], user)
+    command, popen = limited([compiler, *flags, *pch, str(src_path), "-o", str(out_path)],
+                             limits or BuildLimits.for_build(language, timeout), user)
     with tempfile.TemporaryFile() as log_file:
         proc = subprocess.Popen(
             command, cwd=workdir, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-            start_new_session=True, env={**os.environ, "TMPDIR": workdir}, **as_user, **extra,
+            start_new_session=True, env={**os.environ, "TMPDIR": workdir}, **popen,
         )
         # A timer kills the group at the deadline while this thread blocks in waitpid: `wait(timeout=...)`
         # polls with sleeps of up to 50 ms, which added ~40 ms to every build.

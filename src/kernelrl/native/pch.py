@@ -16,7 +16,6 @@ flags and the compiler's identity. A block whose header fails to build is not tr
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import re
@@ -25,7 +24,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from kernelrl.native.build import as_uid, compiler_for, compiler_identity
+from kernelrl.native.build import compiler_for, compiler_identity, limited
 from kernelrl.native.hardening import BuildLimits
 
 PCH_TIMEOUT_S = 60.0
@@ -96,15 +95,12 @@ class PrecompiledHeaders:
             header.write_text(block)
             if self.uid is not None:
                 os.chown(workdir, self.uid, self.uid)
-            limits = BuildLimits.for_build(language, PCH_TIMEOUT_S)
-            command = [compiler_for(language), *[f for f in flags if f != "-shared"], "-x", "c++-header",
-                       str(header), "-o", str(header) + ".gch"]
-            prefix = limits.command(dedicated_uid=self.uid is not None)
-            command, as_user = as_uid([*(prefix or []), *command], self.uid)
-            extra = {} if prefix is not None else {"preexec_fn": functools.partial(limits.apply, self.uid is not None)}
+            command, popen = limited([compiler_for(language), *[f for f in flags if f != "-shared"], "-x", "c++-header",
+                                      str(header), "-o", str(header) + ".gch"],
+                                     BuildLimits.for_build(language, PCH_TIMEOUT_S), self.uid)
             try:
                 done = subprocess.run(command, cwd=workdir, stdin=subprocess.DEVNULL, capture_output=True,
-                                      timeout=PCH_TIMEOUT_S, env={**os.environ, "TMPDIR": str(workdir)}, **as_user, **extra)
+                                      timeout=PCH_TIMEOUT_S, env={**os.environ, "TMPDIR": str(workdir)}, **popen)
             except subprocess.TimeoutExpired:
                 return False
             compiled = Path(str(header) + ".gch")
