@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from typing import Any
 
 import torch
 
@@ -28,15 +29,12 @@ def toy_reward(text: str) -> float:
     return sum(ch in ";v" for ch in text) / max(1, len(text))
 
 
-class _NoGym:
-    """Stands in for the evaluation cache: this benchmark times the trainer, not the gym."""
+def _no_gym(chains: list) -> Any:
+    """An evaluation cache with no pool behind it: this benchmark times the trainer, not the gym."""
+    from kernelrl.train.rollout import EvalCache
+    from kernelrl.train.task_family import TinyFamily
 
-    hits = 0
-
-    def __init__(self, chains: list) -> None:
-        from kernelrl.train.task_family import TinyFamily
-
-        self.family = TinyFamily(chains, [])
+    return EvalCache(None, TinyFamily(chains, []))  # type: ignore[arg-type]
 
 
 def ours(args: argparse.Namespace, chains: list) -> tuple[list[float], list[float]]:
@@ -47,7 +45,7 @@ def ours(args: argparse.Namespace, chains: list) -> tuple[list[float], list[floa
                              tokenizer_corpus(), 0)
     rl = RLConfig(algo="grpo", group_size=args.group, prompts_per_step=args.prompts, max_new_tokens=args.new,
                   micro_batch_size=args.prompts * args.group, dynamic_sampling=False, lr=1e-4)
-    tr = RLTrainer(rl, model, tok, _NoGym(chains), chains, seed=0, max_context=cfg.model.max_positions)  # type: ignore[arg-type]
+    tr = RLTrainer(rl, model, tok, _no_gym(chains), chains, seed=0, max_context=cfg.model.max_positions)  # type: ignore[arg-type]
     times: list[float] = []
     cpu: list[float] = []
     lengths: list[float] = []
