@@ -248,7 +248,7 @@ def drop_privileges(workdir: str) -> None:
 SCRATCH_DIRS = ("/tmp", "/var/tmp", "/dev/shm")  # world-writable places that outlive a process
 SCRATCH_MB = {"/tmp": None, "/var/tmp": 256, "/dev/shm": 1024}  # None: the evaluation's memory limit
 CLONE_NEWNS = 0x00020000
-MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x1000, 0x4000, 0x40000
+MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 0x2, 0x4, 0x1000, 0x4000, 0x40000, 0x2
 
 
 def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
@@ -284,13 +284,20 @@ def private_scratch(workdir: str, memory_limit_mb: int, keep: list[str]) -> None
     covered = [d for d in SCRATCH_DIRS if os.path.isdir(d) and not os.path.islink(d)]
     wanted = [p for p in [*keep, *_mount_points()] if any(_under(p, d) and p != d for d in covered)]
     held = [(path, os.open(path, os.O_PATH | os.O_DIRECTORY)) for path in _topmost([p for p in wanted if os.path.isdir(p)])]
+    mounted: list[str] = []
     try:
-        for directory in covered:
-            size = SCRATCH_MB[directory] or memory_limit_mb
-            _mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size}m,mode=1777")
+        for directory in covered:  # owner and mode as before (bubblewrap's /dev/shm is root's, 0755)
+            size, st = SCRATCH_MB[directory] or memory_limit_mb, os.stat(directory)
+            options = f"size={size}m,mode={stat.S_IMODE(st.st_mode):o},uid={st.st_uid},gid={st.st_gid}"
+            _mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV, options)
+            mounted.append(directory)
         for path, fd in held:  # the covered directory, reached through the fd opened before it was covered
             os.makedirs(path, mode=0o755, exist_ok=True)
             _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+    except OSError:
+        for directory in reversed(mounted):  # back to the worker's directories, as without a namespace
+            libc.umount2(directory.encode(), MNT_DETACH)
+        raise
     finally:
         for _, fd in held:
             os.close(fd)
@@ -338,8 +345,9 @@ def _remove_owned(root: str, uid: int) -> int:
 def trusted_import_path(entries: list[str]) -> list[str]:
     """The entries of an import path that no candidate can write: absolute, and neither the directory (or,
     where it does not exist, its nearest existing ancestor) nor any ancestor without the sticky bit is
-    world-writable. Drops '' and the cwd that `python -m` puts first (/tmp inside bubblewrap)."""
-    return [e for e in entries if os.path.isabs(e) and not _candidate_writable(e)]
+    world-writable, and not the cwd that `python -m` puts first (/tmp inside bubblewrap)."""
+    cwd = os.getcwd()
+    return [e for e in entries if os.path.isabs(e) and os.path.normpath(e) != cwd and not _candidate_writable(e)]
 
 
 def _candidate_writable(path: str) -> bool:
