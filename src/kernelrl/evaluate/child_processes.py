@@ -173,7 +173,7 @@ def _private_scratch(workdir: str, config: EvalConfig) -> str:
             *(os.environ.get(name, "") for name in ("TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR", "CUDA_HOME"))]
     try:
         private_scratch(workdir, config.memory_limit_mb, [os.path.abspath(p) for p in keep if p])
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         return (f"no private /tmp, /var/tmp and /dev/shm for this evaluation ({exc}): they are shared with "
                 "the worker's other evaluations; what the candidate's uid left there is deleted afterwards "
                 "where it runs as a uid of its own")
