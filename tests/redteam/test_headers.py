@@ -80,3 +80,18 @@ def test_known_escape_is_a_failure_of_a_marked_case_only() -> None:
     assert not outcome(marked, status="rejected", speedup=None).known_escape
     unmarked = Case(name="c", cls="x", expect={"rejected"}, task="t")
     assert not outcome(unmarked, status="ok").known_escape
+
+
+def test_then_names_a_follow_up_case_that_must_pass_its_own_expectations(tmp_path: Path) -> None:
+    write_case(tmp_path, "plant", "# redteam-class: x\n# redteam-expect: ok\n# redteam-task: t\n# redteam-then: probe")
+    write_case(tmp_path, "probe", "# redteam-class: legit\n# redteam-expect: ok\n# redteam-task: t")
+    plant, probe = load_cases(tmp_path)
+    assert (plant.then, plant.run_alone, probe.then, probe.run_alone) == ("probe", True, "", False)
+    first = outcome(plant)
+    first.then, first.after = probe, outcome(probe).result
+    assert first.passed
+    first.after = outcome(probe, status="incorrect").result
+    assert not first.passed
+    write_case(tmp_path, "plant", "# redteam-class: x\n# redteam-expect: ok\n# redteam-task: t\n# redteam-then: nothing")
+    with pytest.raises(ValueError, match="redteam-then"):
+        load_cases(tmp_path)

@@ -21,6 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-k", "--filter", default="", help="only cases whose name contains this")
     p.add_argument("--strict", action="store_true",
                    help="fail on known escapes too (cases marked `redteam-escapes-before`)")
+    p.add_argument("--sandbox", choices=("auto", "bwrap", "none"), default="auto",
+                   help="run the workers under bubblewrap (auto: where it works) or without it (none)")
     p.set_defaults(handler=run)
 
 
@@ -36,7 +38,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: no red-team corpus at {corpus} (expected cases/ and tasks/); pass --corpus")
         return 2
     cases = [c for c in load_cases(corpus) if args.filter in c.name]
-    outcomes = run_cases(cases, corpus, workers=args.workers)
+    if args.sandbox == "none":
+        cases = [c for c in cases if not c.needs_sandbox]
+    outcomes = run_cases(cases, corpus, workers=args.workers, sandbox=args.sandbox)
     table = Table(title=f"red team: {len(outcomes)} cases")
     for column in ("class", "case", "expected", "verdict", "speedup", "reason", "s", ""):
         table.add_column(column, overflow="fold")
@@ -48,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             mark = "[red]FAIL[/]"
         speedup = o.result.speedup
-        table.add_row(o.case.cls, o.case.name, "|".join(sorted(o.case.expect)), str(o.result.status),
+        verdict = str(o.result.status) + ("" if o.after is None else f" (then {o.after.status})")
+        table.add_row(o.case.cls, o.case.name, "|".join(sorted(o.case.expect)), verdict,
                       "" if speedup is None else f"{speedup:.2f}", escape(o.reason), f"{o.seconds:.2f}", mark)
     console = Console(width=200)
     console.print(table)

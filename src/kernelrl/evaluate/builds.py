@@ -17,6 +17,7 @@ import errno
 import os
 import select
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -110,13 +111,31 @@ class BuildService:
             finally:
                 if self.uid is not None:
                     kill_all_of(self.uid)
-            os.chown(out_path, os.geteuid(), os.getegid())
-            os.chmod(out_path, 0o644)
+            if not _adopt(out_path):
+                return error(f"{compiler} made no regular library file")
             os.replace(out_path, target)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         _record(target)
         return {"path": str(target)}
+
+
+def _adopt(path: Path) -> bool:
+    """Make the compiler's output the supervisor's (0644) through an fd opened without following links,
+    once nothing of the build uid runs: a link or FIFO put in its place is refused, never chowned."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:  # not a hard link to someone else's file
+            return False
+        os.fchown(fd, os.geteuid(), os.getegid())
+        os.fchmod(fd, 0o644)
+        return True
+    finally:
+        os.close(fd)
 
 
 def _record(target: Path) -> None:

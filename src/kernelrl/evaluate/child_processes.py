@@ -27,7 +27,7 @@ from kernelrl.evaluate.judge import Judge
 from kernelrl.evaluate.protocol import write_message
 from kernelrl.evaluate.result import EvalResult
 from kernelrl.evaluate.runner import serve_candidate
-from kernelrl.evaluate.sandbox import SANDBOX_ENV, drop_privileges
+from kernelrl.evaluate.sandbox import SANDBOX_ENV, drop_privileges, private_scratch
 from kernelrl.native.build import BuildBroker, cache_dir, set_build_broker
 from kernelrl.tasks.task import Task
 
@@ -54,11 +54,12 @@ PROTOCOL_FDS: list[int] = []  # the supervisor's channel to the pool, closed in 
 
 
 def judge_main(
-    job: dict[str, Any], key: bytes, write_fd: int, build_fds: tuple[int, int], workdir: str, output_path: str
+    job: dict[str, Any], key: bytes, write_fd: int, build_fds: tuple[int, int], workdir: str, output_fd: int
 ) -> None:
-    """Runs in the forked judge; never returns. It forks the candidate process first (before it holds
-    anything the verdict depends on), then judges it. `build_fds`: the candidate's pipe ends to the build
-    service (request, reply)."""
+    """Runs in the forked judge; never returns. It gives the evaluation scratch space of its own, forks the
+    candidate process (before it holds anything the verdict depends on), then judges it. `build_fds`: the
+    candidate's pipe ends to the build service (request, reply); `output_fd`: the supervisor's unlinked
+    file for the candidate's stdout/stderr."""
     status = 0
     try:
         os.setpgid(0, 0)
@@ -69,14 +70,16 @@ def judge_main(
         for target in (0, 1, 2):  # the task's own prints go nowhere; the candidate's go to its output file
             os.dup2(devnull, target)
         os.close(devnull)
+        scratch_note = _private_scratch(workdir, config)
         cpus = cpus_for_slot(int(os.environ.get("KERNELRL_WORKER_SLOT", "0")), config.num_threads)
         judge_sock, candidate_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pid = os.fork()
         if pid == 0:
             os.close(write_fd)
             judge_sock.close()
-            candidate_main(job, config, candidate_sock.fileno(), build_fds, workdir, output_path, cpus)
+            candidate_main(job, config, candidate_sock.fileno(), build_fds, workdir, output_fd, cpus)
         candidate_sock.close()
+        os.close(output_fd)
         for fd in build_fds:
             os.close(fd)
         make_undumpable()  # a same-uid candidate can neither trace the judge nor open its /proc files
@@ -95,6 +98,8 @@ def judge_main(
                       own_objects=_own_objects(job, workdir))
         result = judge.run(job.get("cached_reference"), bool(job.get("compile_candidate")), bool(job.get("reference_only")))
         _confinement_notes(result, pid)
+        if scratch_note:
+            result.notes.append(scratch_note)
         _end_candidate(pid)
         write_message(write_fd, signed(key, {"event": "result", "result": result.to_dict()}))
     except BaseException:
@@ -109,20 +114,19 @@ def judge_main(
 
 def candidate_main(
     job: dict[str, Any], config: EvalConfig, sock_fd: int, build_fds: tuple[int, int], workdir: str,
-    output_path: str, cpus: list[int],
+    output_fd: int, cpus: list[int],
 ) -> None:
-    """Runs in the forked candidate process; never returns. Confines itself (output file, rlimits, CPUs,
+    """Runs in the forked candidate process; never returns. Confines itself (output fd, rlimits, CPUs,
     uid, seccomp) before any candidate code exists in it, then serves the judge's requests."""
     status = 0
     try:
         os.setpgid(0, 0)  # its own group: the judge's kill reaches everything it starts (setsid is denied)
         set_build_broker(BuildBroker(*build_fds))
-        out = os.open(output_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
-        os.dup2(out, 1)
-        os.dup2(out, 2)
-        os.close(out)
+        os.dup2(output_fd, 1)  # the supervisor's file, inherited: the candidate has no path to replace
+        os.dup2(output_fd, 2)
+        os.close(output_fd)
         os.close(devnull)
         _limit(resource.RLIMIT_AS, config.memory_limit_mb * 2**20)
         _limit(resource.RLIMIT_FSIZE, config.output_limit_mb * 2**20)
@@ -137,6 +141,10 @@ def candidate_main(
         # torch.compile's cache in the evaluation's own directory: the shared /tmp/torchinductor_<user> may
         # belong to another uid (the candidate runs as its slot's uid), and must not be shared anyway
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(workdir, "torchinductor")
+        # and load_inline's and Triton's too: the shared caches are the supervisors' alone (`prepare_cache`),
+        # so nothing this evaluation builds is loaded by a later one, nor anything an earlier one planted
+        os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(workdir, "torch_extensions")
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(workdir, "triton")
         import torch
 
         torch.set_num_threads(config.num_threads)
@@ -152,6 +160,25 @@ def candidate_main(
             sys.stderr.flush()
         finally:
             os._exit(status)
+
+
+def _private_scratch(workdir: str, config: EvalConfig) -> str:
+    """Fresh /tmp, /var/tmp and /dev/shm for this evaluation (`sandbox.private_scratch`), keeping what the
+    evaluation reads from there (the build cache, import paths); a note where that was refused (the
+    supervisor then deletes what the candidate's uid left, `sandbox.remove_leftovers`)."""
+    import kernelrl
+
+    keep = [str(cache_dir()), *sys.path, sys.prefix, sys.base_prefix, sys.exec_prefix,
+            os.path.dirname(os.path.dirname(kernelrl.__file__)),
+            *(os.environ.get(name, "") for name in ("TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR", "CUDA_HOME"))]
+    try:
+        private_scratch(workdir, config.memory_limit_mb, [os.path.abspath(p) for p in keep if p])
+    except (OSError, ValueError) as exc:
+        return (f"no private /tmp, /var/tmp and /dev/shm for this evaluation ({exc}): they are shared with "
+                "the worker's other evaluations; what the candidate's uid left there is deleted afterwards "
+                "where it runs as a uid of its own")
+    os.chdir("/")  # the worker's cwd (/tmp under bubblewrap) is no place to resolve anything
+    return ""
 
 
 def _own_objects(job: dict[str, Any], workdir: str) -> tuple[str, ...] | None:

@@ -13,13 +13,15 @@ wheel. A case is a candidate file whose header says what it is and what verdict 
     # redteam-feedback-must-not-contain: root:x:0   (nothing a model is shown may hold it; `a|b`: neither)
     # redteam-run: alone                (after all others, in a one-worker pool of its own: it outlives
     #                                    its evaluation or reads what earlier evaluations left behind)
+    # redteam-then: probe_planted_files    (implies `run: alone`: that case is evaluated next in the same
+    #                                        worker, and must pass its own expectations)
     # redteam-escapes-before: trust-split   (a known escape until that change lands: recorded, reported
     #                                        apart, not judged differently)
 
 A case passes when its status is one of `expect`, the error holds one of `reason` (if any), an `ok` is no
 faster than `max-speedup` (if given), no `feedback-must-not-contain` string appears in the error,
-feedback, printed output, stage messages or notes, and (for `run: alone` cases) an honest evaluation
-right after it in the same worker slot is `ok`.
+feedback, printed output, stage messages or notes, and (for `run: alone` cases) the evaluation right
+after it in the same worker slot passes: its `then` case, or else an honest one that must be `ok`.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class Case:
     max_speedup: float | None = None
     must_not_contain: list[str] = field(default_factory=list)
     run_alone: bool = False
+    then: str = ""  # the case evaluated right after it in the same worker (implies run_alone)
     escapes_before: str = ""  # the change expected to catch it (a known escape until then)
     source: str = ""
 
@@ -70,7 +73,8 @@ class Outcome:
     case: Case
     result: EvalResult
     seconds: float
-    after: EvalResult | None = None  # `run: alone` cases: the honest evaluation that followed in the same slot
+    after: EvalResult | None = None  # `run: alone` cases: the evaluation that followed in the same slot
+    then: Case | None = None  # the case `after` evaluated (None: an honest candidate that must be ok)
 
     @property
     def passed(self) -> bool:
@@ -82,7 +86,8 @@ class Outcome:
         )
         shown = self.shown_text()
         secret_ok = not any(s in shown for s in self.case.must_not_contain)
-        after_ok = self.after is None or self.after.status == "ok"
+        after_ok = self.after is None or (
+            Outcome(self.then, self.after, 0.0).passed if self.then is not None else self.after.status == "ok")
         return status_ok and reason_ok and speed_ok and secret_ok and after_ok
 
     @property
@@ -102,7 +107,7 @@ class Outcome:
 
 HEADER_KEYS = {
     "class", "expect", "task", "reason", "policy", "needs", "max-speedup", "feedback-must-not-contain", "run",
-    "escapes-before",
+    "then", "escapes-before",
 }
 
 
@@ -134,10 +139,15 @@ def load_cases(corpus: Path = CORPUS) -> list[Case]:
             needs_sandbox=header.get("needs") == "sandbox",
             max_speedup=float(header["max-speedup"]) if "max-speedup" in header else None,
             must_not_contain=[s for s in header.get("feedback-must-not-contain", "").split("|") if s],
-            run_alone=header.get("run") == "alone",
+            run_alone=header.get("run") == "alone" or bool(header.get("then")),
+            then=header.get("then", ""),
             escapes_before=header.get("escapes-before", ""),
             source=source,
         ))
+    names = {c.name for c in cases}
+    for case in cases:
+        if case.then and case.then not in names:
+            raise ValueError(f"{case.name}: redteam-then names no case {case.then!r}")
     return cases
 
 
@@ -178,7 +188,10 @@ def run_cases(cases: list[Case], corpus: Path = CORPUS, workers: int = 2, sandbo
 
     Cases marked `run: alone` go last, each in a one-worker pool of its own (closed before the next),
     so what they leave behind (a process that outlives its evaluation) reaches no other case."""
-    tasks = {name: load_task(corpus / "tasks" / f"{name}.py") for name in {c.task for c in cases}}
+    named = {c.name: c for c in load_cases(corpus)} if any(c.then for c in cases) else {}
+    follow_ups = {c.then: named[c.then] for c in cases if c.then}
+    tasks = {name: load_task(corpus / "tasks" / f"{name}.py")
+             for name in {c.task for c in [*cases, *follow_ups.values()]}}
     base = EvalConfig(timing_trials=5, timing_budget_s=0.2, timeouts={"build": 120, "init": 20, "correctness": 20, "timing": 30})
     outcomes: dict[int, Outcome] = {}
 
@@ -195,11 +208,19 @@ def run_cases(cases: list[Case], corpus: Path = CORPUS, workers: int = 2, sandbo
                 result = future.result()
                 outcomes[index] = Outcome(cases[index], result, result.total_s)
             if check_after:  # the next evaluation in the same worker slot must be unaffected
-                task = tasks[cases[indices[0]].task]
-                honest = Candidate(task.source + "\n\nModelNew = Model\n", id="after")
-                after = pool.evaluate(task, honest, EvalConfig.from_dict(
-                    {**base.to_dict(), "guards": False, "static_severity": {"*": "warn"}}))
-                outcomes[indices[0]].after = after
+                outcome = outcomes[indices[0]]
+                if outcome.case.then:
+                    outcome.then = then = follow_ups[outcome.case.then]
+                    policy = dict(then.policy)
+                    backend = policy.pop("backend", "cpu")
+                    outcome.after = pool.evaluate(
+                        tasks[then.task], Candidate(then.source, backend=backend, id=then.name),
+                        EvalConfig.from_dict({**base.to_dict(), **policy}))
+                else:
+                    task = tasks[outcome.case.task]
+                    honest = Candidate(task.source + "\n\nModelNew = Model\n", id="after")
+                    outcome.after = pool.evaluate(task, honest, EvalConfig.from_dict(
+                        {**base.to_dict(), "guards": False, "static_severity": {"*": "warn"}}))
 
     shared = [i for i, c in enumerate(cases) if not c.run_alone]
     with bait():

@@ -5,7 +5,9 @@ system, private /tmp, its own PID/IPC/UTS namespaces, the home directories and o
 hidden, and a scrubbed environment (no tokens or keys). When the worker runs as root, each evaluation
 also drops to an unprivileged uid of its worker slot, so it cannot signal the evaluator or other slots,
 and its process count is limited; the slot's compilers run as a second uid (see `evaluate.builds`), and
-the native build cache is writable only by the supervisors.
+the native build cache is writable only by the supervisors. Each evaluation gets scratch space of its
+own (`private_scratch`: fresh /tmp, /var/tmp and /dev/shm in a mount namespace that dies with it), and
+the workers import only from directories no candidate can write (`trusted_import_path`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import logging
 import os
 import resource
 import shutil
+import stat
 import subprocess
 import sys
 import threading
@@ -62,6 +65,7 @@ def sandbox_env(cache_dir: str) -> dict[str, str]:
     env.update({
         "HOME": "/tmp",
         SANDBOX_ENV: "bwrap",
+        "PYTHONSAFEPATH": "1",  # no cwd (/tmp) on the import path; `trusted_import_path` does the rest
         "KERNELRL_CACHE_DIR": cache_dir,
         "TORCH_EXTENSIONS_DIR": os.path.join(cache_dir, "torch_extensions"),
         "TRITON_CACHE_DIR": os.path.join(cache_dir, "triton"),
@@ -133,7 +137,9 @@ def prepare_cache(cache_dir: str) -> None:
     keyed with `native.key`, root's alone with mode 0600, so a candidate can load only the libraries it
     was sent the paths of), and a library there that another uid could have written (left by an older
     kernelrl that let evaluations write the cache) is removed: it cannot be trusted.
-    The torch_extensions and triton caches stay writable by every slot's uid (mode 1777). Runs once per
+    The torch_extensions and triton caches are root's (0755) and are emptied of anything another uid
+    could have written: evaluations build into per-evaluation directories (`candidate_main` points
+    TORCH_EXTENSIONS_DIR and TRITON_CACHE_DIR into its private workdir). Runs once per
     process and cache (the workers of a pool start concurrently); entries that vanish mid-scan (another
     process's build being renamed into place) are skipped.
     """
@@ -149,11 +155,12 @@ def _prepare_cache(cache_dir: str) -> None:
         os.makedirs(os.path.join(cache_dir, sub), exist_ok=True)
     if os.geteuid() != 0:
         return
-    for sub, mode in (("", 0o755), ("native", 0o711), ("torch_extensions", 0o1777), ("triton", 0o1777)):
+    for sub, mode in (("", 0o755), ("native", 0o711), ("torch_extensions", 0o755), ("triton", 0o755)):
         path = os.path.join(cache_dir, sub)
-        if mode in (0o755, 0o711):
-            os.chown(path, 0, 0)
+        os.chown(path, 0, 0)
         os.chmod(path, mode)
+    for sub in ("torch_extensions", "triton"):  # writable by every slot before: nothing there is trusted
+        _remove_foreign(os.path.join(cache_dir, sub))
     native_key(cache_dir)  # made here, before any worker starts; a key another uid owns or can read is replaced
     for entry in Path(cache_dir, "native").iterdir():
         if entry.name.startswith(".build-"):
@@ -179,6 +186,34 @@ def _prepare_cache(cache_dir: str) -> None:
                     item.unlink(missing_ok=True)
 
 
+def _remove_foreign(root: str) -> None:
+    """Delete everything under `root` that this uid does not own or that others can write."""
+    for directory, subdirs, files, dir_fd in os.fwalk(root):
+        for name in [*subdirs, *files]:
+            try:
+                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if st.st_uid == os.geteuid() and not st.st_mode & 0o022 and not stat.S_ISLNK(st.st_mode):
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
+                if name in subdirs:
+                    subdirs.remove(name)
+            else:
+                try:
+                    os.unlink(name, dir_fd=dir_fd)
+                except FileNotFoundError:
+                    pass
+
+
+def eval_uid() -> int | None:
+    """The uid this worker slot's candidate processes run as; None where they keep the supervisor's."""
+    if os.environ.get(SANDBOX_ENV) != "bwrap" or os.geteuid() != 0:
+        return None
+    return EVAL_UID_BASE + int(os.environ.get("KERNELRL_WORKER_SLOT", "0"))
+
+
 def build_uid() -> int | None:
     """The uid/gid this worker slot's compilers run as; None where evaluations keep the supervisor's uid
     (no bubblewrap, or not root), so candidate code could write the native cache itself."""
@@ -200,14 +235,137 @@ def drop_privileges(workdir: str) -> None:
         pass
     if os.geteuid() != 0:
         return
-    if os.environ.get(SANDBOX_ENV) != "bwrap":
+    uid = eval_uid()
+    if uid is None:
         drop_capabilities()  # outside bubblewrap the host's files (a cache under /root) need uid 0
         return
-    uid = EVAL_UID_BASE + int(os.environ.get("KERNELRL_WORKER_SLOT", "0"))
     os.chown(workdir, uid, uid)
     os.setgroups([])
     os.setgid(uid)
     os.setuid(uid)
+
+
+SCRATCH_DIRS = ("/tmp", "/var/tmp", "/dev/shm")  # world-writable places that outlive a process
+SCRATCH_MB = {"/tmp": None, "/var/tmp": 256, "/dev/shm": 1024}  # None: the evaluation's memory limit
+CLONE_NEWNS = 0x00020000
+MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 0x2, 0x4, 0x1000, 0x4000, 0x40000, 0x2
+
+
+def _mount(source: str, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mount(source.encode(), target.encode(), fstype.encode() if fstype else None, flags,
+                  data.encode() if data else None) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"mount {target}: {os.strerror(errno)}")
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _mount_points() -> list[str]:
+    """This process's mount points (field 5 of /proc/self/mountinfo, octal escapes decoded)."""
+    with open("/proc/self/mountinfo", "rb") as handle:
+        points = [line.split()[4] for line in handle if len(line.split()) > 4]
+    return [p.decode("unicode_escape") for p in points]
+
+
+def private_scratch(workdir: str, memory_limit_mb: int, keep: list[str]) -> None:
+    """Give this process (the judge, before it forks the candidate) and its descendants fresh, size-limited
+    tmpfs on /tmp, /var/tmp and /dev/shm in a mount namespace of their own, which the kernel destroys
+    with the last of them: nothing an evaluation writes there reaches a later one. `keep` (the build cache,
+    import paths) and mounts under those directories stay visible; `workdir` is made again, empty. Needs
+    CAP_SYS_ADMIN (root, or root inside bubblewrap); raises OSError where it is refused."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNS) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"unshare(CLONE_NEWNS): {os.strerror(errno)}")
+    _mount("none", "/", None, MS_REC | MS_PRIVATE)  # nothing mounted here propagates back to the worker
+    covered = [d for d in SCRATCH_DIRS if os.path.isdir(d) and not os.path.islink(d)]
+    wanted = [p for p in [*keep, *_mount_points()] if any(_under(p, d) and p != d for d in covered)]
+    held = [(path, os.open(path, os.O_PATH | os.O_DIRECTORY)) for path in _topmost([p for p in wanted if os.path.isdir(p)])]
+    mounted: list[str] = []
+    try:
+        for directory in covered:  # owner and mode as before (bubblewrap's /dev/shm is root's, 0755)
+            size, st = SCRATCH_MB[directory] or memory_limit_mb, os.stat(directory)
+            options = f"size={size}m,mode={stat.S_IMODE(st.st_mode):o},uid={st.st_uid},gid={st.st_gid}"
+            _mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV, options)
+            mounted.append(directory)
+        for path, fd in held:  # the covered directory, reached through the fd opened before it was covered
+            os.makedirs(path, mode=0o755, exist_ok=True)
+            _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+    except OSError:
+        for directory in reversed(mounted):  # back to the worker's directories, as without a namespace
+            libc.umount2(directory.encode(), MNT_DETACH)
+        raise
+    finally:
+        for _, fd in held:
+            os.close(fd)
+    if any(_under(workdir, d) for d in covered):
+        os.makedirs(workdir, mode=0o700, exist_ok=True)
+
+
+def remove_leftovers(uid: int | None) -> list[str]:
+    """After an evaluation: delete what `uid` (the slot's candidate uid) left in the scratch directories
+    of this process's namespace (the fallback where `private_scratch` was refused; empty otherwise). Notes
+    for the result. Nothing is done for None: the candidate ran as the supervisor's own uid, whose files
+    cannot be told apart from the supervisor's and other workers'."""
+    if uid is None:
+        return []
+    removed = 0
+    for root in SCRATCH_DIRS:
+        if os.path.isdir(root) and not os.path.islink(root):
+            removed += _remove_owned(root, uid)
+    return [f"removed {removed} files and directories the candidate left in {', '.join(SCRATCH_DIRS)}"] if removed else []
+
+
+def _remove_owned(root: str, uid: int) -> int:
+    """Delete every entry under `root` owned by `uid`, looking into world-writable directories only."""
+    count = 0
+    for directory, subdirs, files, dir_fd in os.fwalk(root):
+        for name in [*subdirs, *files]:
+            try:
+                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if st.st_uid == uid:
+                count += 1
+                if stat.S_ISDIR(st.st_mode):
+                    shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
+                else:
+                    try:
+                        os.unlink(name, dir_fd=dir_fd)
+                    except FileNotFoundError:
+                        pass
+            if name in subdirs and (st.st_uid == uid or not st.st_mode & 0o002):
+                subdirs.remove(name)
+    return count
+
+
+def trusted_import_path(entries: list[str]) -> list[str]:
+    """The entries of an import path that no candidate can write: absolute, and neither the directory (or,
+    where it does not exist, its nearest existing ancestor) nor any ancestor without the sticky bit is
+    world-writable, and not the cwd that `python -m` puts first (/tmp inside bubblewrap)."""
+    cwd = os.getcwd()
+    return [e for e in entries if os.path.isabs(e) and os.path.normpath(e) != cwd and not _candidate_writable(e)]
+
+
+def _candidate_writable(path: str) -> bool:
+    parts = Path(os.path.normpath(path))
+    chain = [*reversed(parts.parents), parts]
+    for index, part in enumerate(chain):
+        try:
+            st = os.stat(part)
+        except OSError:
+            return bool(index) and _world_writable(os.stat(chain[index - 1]))
+        last = index == len(chain) - 1
+        if st.st_mode & 0o002 and (last or not st.st_mode & stat.S_ISVTX):
+            return True
+    return False
+
+
+def _world_writable(st: os.stat_result) -> bool:
+    return bool(st.st_mode & 0o002)
 
 
 PR_CAPBSET_DROP, PR_SET_SECUREBITS = 24, 28

@@ -1,7 +1,8 @@
 """A warm worker: torch imported once; every evaluation runs in a forked, disposable child.
 
 The supervisor never runs candidate code itself. For each job it forks a child that sets resource
-limits, redirects its output to a private file and runs the pipeline; the supervisor applies each
+limits, writes its output to an unlinked file the supervisor owns (read back only through the
+supervisor's own fd) and runs the pipeline; the supervisor applies each
 stage's wall-clock limit, kills the child's whole process group on timeout, turns a dead child into a
 `crashed` result, and answers the pool with exactly one result per job. The child is the judge, which
 forks the candidate process (`child_processes`); what a worker pays once lives in `warm`.
@@ -34,7 +35,7 @@ from kernelrl.evaluate.confine import kill_descendants, reap_zombies
 from kernelrl.evaluate.feedback import build_feedback
 from kernelrl.evaluate.protocol import MessageReader, ProtocolError, write_message
 from kernelrl.evaluate.result import EvalResult, StageReport, Status
-from kernelrl.evaluate.sandbox import build_uid
+from kernelrl.evaluate.sandbox import build_uid, eval_uid, remove_leftovers, trusted_import_path
 from kernelrl.evaluate.warm import preload_for, warm
 
 OUTPUT_HEAD_BYTES = 2048
@@ -48,16 +49,28 @@ def _stage_timeout(config: EvalConfig, stage: str) -> float:
     return {"static": t.build, "build": t.build, "init": t.init, "correctness": t.correctness, "timing": t.timing}[stage]
 
 
-def _read_output(path: str) -> tuple[str, int]:
-    """Head and tail of what the child printed (decoded leniently), and the total size in bytes."""
+def _output_file() -> int:
+    """A file for the candidate's stdout/stderr that only this process can name: unlinked from birth
+    (O_TMPFILE, else made and unlinked at once), mode 0600, owned by the supervisor. The candidate
+    inherits it as fds 1 and 2; there is no path it could replace with a link or a FIFO."""
+    directory = tempfile.gettempdir()
     try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as handle:
-            head = handle.read(OUTPUT_HEAD_BYTES)
-            if size > OUTPUT_HEAD_BYTES + OUTPUT_TAIL_BYTES:
-                handle.seek(size - OUTPUT_TAIL_BYTES)
-                head += f"\n... [{size - OUTPUT_HEAD_BYTES - OUTPUT_TAIL_BYTES} bytes cut] ...\n".encode()
-            head += handle.read()
+        return os.open(directory, os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    except (AttributeError, OSError):
+        fd, path = tempfile.mkstemp(prefix=".kernelrl-output-", dir=directory)
+        os.unlink(path)
+        return fd
+
+
+def _read_output(fd: int) -> tuple[str, int]:
+    """Head and tail of what the child printed (decoded leniently) and the total size in bytes, read
+    from the supervisor's own fd with bounded preads (a regular file: never blocks, never opens a path)."""
+    try:
+        size = os.fstat(fd).st_size
+        head = os.pread(fd, min(size, OUTPUT_HEAD_BYTES + OUTPUT_TAIL_BYTES), 0)
+        if size > OUTPUT_HEAD_BYTES + OUTPUT_TAIL_BYTES:
+            cut = f"\n... [{size - OUTPUT_HEAD_BYTES - OUTPUT_TAIL_BYTES} bytes cut] ...\n".encode()
+            head = head[:OUTPUT_HEAD_BYTES] + cut + os.pread(fd, OUTPUT_TAIL_BYTES, size - OUTPUT_TAIL_BYTES)
     except OSError:
         return "", 0
     return head.decode("utf-8", errors="replace"), size
@@ -141,7 +154,7 @@ class Supervisor:
         """Fork a disposable child for `job`, serve its builds, follow its stages; its result (never raises
         for anything the child does)."""
         workdir = tempfile.mkdtemp(prefix="kernelrl-eval-")
-        output_path = os.path.join(workdir, ".output")
+        output_fd = _output_file()
         key = secrets.token_bytes(32)
         read_fd, write_fd = os.pipe()
         request_read, request_write = os.pipe()
@@ -152,7 +165,7 @@ class Supervisor:
         if pid == 0:
             for fd in (read_fd, request_read, reply_write):
                 os.close(fd)
-            judge_main(job, key, write_fd, (request_write, reply_read), workdir, output_path)
+            judge_main(job, key, write_fd, (request_write, reply_read), workdir, output_fd)
         for fd in (write_fd, request_write, reply_read):
             os.close(fd)
         os.set_blocking(reply_write, False)  # a child that stops reading must not block the supervisor
@@ -165,9 +178,12 @@ class Supervisor:
             _kill_group(pid)
             kill_descendants()  # the candidate's group, and anything that left it, re-parented here
             reap_zombies()  # they re-parented to this subreaper: unreaped, they would count against the uid's NPROC
-            output, size = _read_output(output_path)
-            shutil.rmtree(workdir, ignore_errors=True)
+            output, size = _read_output(output_fd)
+            os.close(output_fd)
+            shutil.rmtree(workdir, ignore_errors=True)  # symlink-safe (fd-relative); empty with a private /tmp
+            notes = remove_leftovers(eval_uid())
         result.output_tail = output
+        result.notes.extend(notes)
         if size > config.output_limit_mb * 2**20 * 0.99:
             result.notes.append(f"the candidate printed {size / 2**20:.1f} MiB, at the output limit")
         return result
@@ -328,10 +344,19 @@ def serve(in_fd: int, out_fd: int) -> None:
         write_message(out_fd, reply)
 
 
+def trust_import_path() -> None:
+    """Import only from directories no candidate can write, here and in every process forked from here
+    (judges, the reference's timing child): `python -m` puts the cwd first, /tmp inside bubblewrap."""
+    sys.path[:] = trusted_import_path(sys.path)
+    if "PYTHONPATH" in os.environ:
+        os.environ["PYTHONPATH"] = os.pathsep.join(trusted_import_path(os.environ["PYTHONPATH"].split(os.pathsep)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="kernelrl evaluation worker")
     parser.add_argument("--oneshot", help="evaluate one job (JSON file) and print the result")
     args = parser.parse_args()
+    trust_import_path()
     # Keep the protocol channel away from fds 0-2, which the children take over.
     in_fd, out_fd = os.dup(0), os.dup(1)
     PROTOCOL_FDS.extend([in_fd, out_fd])
