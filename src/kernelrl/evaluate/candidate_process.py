@@ -185,6 +185,17 @@ class CandidateProcess:
         except (KeyError, TypeError, ValueError, OSError) as exc:
             raise StageFailed(Status.INCORRECT, f"the candidate's output could not be read: {exc}") from None
 
+    def read_record(self, where: Any, limit: int) -> bytes:
+        """The bytes the candidate says lie at `where` ([address, length]) in its memory, at most `limit`
+        of them (a record its reply points to, e.g. the proof of work)."""
+        try:
+            address, length = (int(v) for v in where)
+            if not 0 < length <= limit:
+                raise ValueError(f"a record of {length} bytes (at most {limit})")
+            return read_remote(self.pid, [(address, length)]) or b""
+        except (TypeError, ValueError, OSError) as exc:
+            raise StageFailed(Status.REJECTED, f"[kernel-proof] the proof record could not be read: {exc}") from None
+
     def close(self) -> None:
         for arena in self.arenas.values():
             arena.close()

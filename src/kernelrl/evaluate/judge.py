@@ -53,6 +53,7 @@ from kernelrl.evaluate.guards import (
 )
 from kernelrl.evaluate.loading import CANDIDATE_FILE, TASK_FILE, load_module
 from kernelrl.evaluate.perf_sampler import sampling_method
+from kernelrl.evaluate.proof import kernel_proof
 from kernelrl.evaluate.result import Correctness, EvalResult, StageReport, Status, Timing
 from kernelrl.evaluate.spot_checks import SpotPlan, read_spots
 from kernelrl.evaluate.static import run_static_checks
@@ -187,6 +188,7 @@ class Judge:
         if trials * _input_bytes(made["t0"]) <= SHARED_TRIALS_BYTES:  # small: all trials in one arena
             made |= {f"t{trial}": self.inputs(trial) for trial in range(1, trials)}
         shared: dict[str, list[Any]] = {}
+        proof = kernel_proof(self, ref_model)  # replayed proof of work (triton, nki): evaluate.proof
         for trial in range(trials):
             self.trial_set = name = f"t{trial}"
             inputs = made.pop(name) if name in made else self.inputs(trial)
@@ -194,7 +196,7 @@ class Judge:
             if name not in shared:
                 shared = self.process.send_inputs("trial", {name: inputs, **made})
             try:
-                reply = self.process.request({"op": "call", "sets": [name], "count": True})
+                reply = self.process.request(proof.message(trial, name))
             except StageFailed as failure:
                 detail.failing_trial = trial
                 if failure.status == Status.RUNTIME_ERROR:
@@ -211,7 +213,9 @@ class Judge:
             if not outcome.ok:
                 detail.failing_trial, detail.message = trial, outcome.message
                 raise StageFailed(Status.INCORRECT, f"trial {trial + 1}/{trials}: {outcome.message}")
+            proof.check(trial, reply, to_cpu(inputs), actual, expected)
             detail.passed += 1
+        proof.finish()
         self.result.kernel_calls = {str(k): int(v) for k, v in self.process.request({"op": "counters"})["kernel_calls"].items()}
         if guards and self.candidate.backend == "cuda" and self.device.type == "cuda":
             self._check_cuda_kernels_ran()
@@ -251,8 +255,6 @@ class Judge:
                 f"[host-compute] {reply['foreign_outputs']} output(s) of forward did not come from an NKI kernel (computed "
                 "on the host); return the HBM tensor your kernel stores its result into",
             )
-        if reply.get("nki_cost") and not any(n.startswith("estimated NKI cost") for n in self.result.notes):
-            self.result.notes.append(_nki_cost_note(reply["nki_cost"]))
         ops = {str(k): int(v) for k, v in (reply.get("torch_ops") or {}).items()}
         for name, count in ops.items():
             torch_ops[name] = torch_ops.get(name, 0) + count
@@ -554,13 +556,3 @@ def environment(backend: Backend, device: torch.device, config: EvalConfig) -> d
         env["triton"] = getattr(sys.modules["triton"], "__version__", "?")
     return env
 
-
-def _nki_cost_note(cost: dict[str, Any]) -> str:
-    """One line of the NKI interpreter's estimate for a forward (reported by the candidate process: feedback)."""
-    forwards = max(1, int(cost.get("forwards") or 1))
-    if int(cost.get("sdk_simulated") or 0) >= int(cost.get("kernels") or 0) > 0:
-        return "estimated NKI cost: none (the kernels ran in the Neuron SDK's CPU simulator, which gives no cost)"
-    engines = ", ".join(f"{k} {v / forwards:.2f}" for k, v in (cost.get("estimated_busy_us") or {}).items() if v)
-    return (f"estimated NKI cost (interpreter, not wall time; reported by the candidate process): "
-            f"{float(cost.get('estimated_total_us', 0.0)) / forwards:.2f} us per forward ({engines} us), "
-            f"bottleneck {cost.get('bottleneck')}")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import types
 from typing import Any, ClassVar
 
 import torch
@@ -66,6 +67,7 @@ class LaunchLog:
     """Records every Triton launch (kernel, grid as ints, described arguments) made in this process."""
 
     launches: ClassVar[list[dict[str, Any]]] = []
+    recording: ClassVar[bool] = True  # off: launches pass straight through (no cost on timed calls)
     _installed: ClassVar[bool] = False
 
     @classmethod
@@ -82,7 +84,7 @@ class LaunchLog:
     def _recording(cls, original: Any) -> Any:
         @functools.wraps(original)
         def run(self: Any, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
-            if warmup:
+            if warmup or not cls.recording:
                 return original(self, *args, grid=grid, warmup=warmup, **kwargs)
             names = list(getattr(self, "arg_names", None) or getattr(getattr(self, "fn", None), "arg_names", []))
             bound = {**dict(zip(names, args, strict=False)), **kwargs}
@@ -132,14 +134,8 @@ def kernel_module(source: str) -> tuple[str, list[str]]:
             constants.append(node)
         elif isinstance(node, ast.FunctionDef) and decorated_jit(node):
             kernels.append(node)
-    aliases = {}
-    for node in imports:
-        for alias in node.names:
-            if isinstance(node, ast.ImportFrom):
-                aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-            else:
-                aliases[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
-    aliases |= {"triton": "triton", "tl": "triton.language"}
+    aliases = {"triton": "triton", "tl": "triton.language"}
+    imports = [kept for node in imports if (kept := _triton_imports(node, aliases)) is not None]
     allowed = SAFE_BUILTINS | set(aliases) | {c.targets[0].id for c in constants} | {k.name for k in kernels}  # type: ignore[attr-defined]
     for kernel in kernels:
         kernel.decorator_list = []
@@ -148,6 +144,25 @@ def kernel_module(source: str) -> tuple[str, list[str]]:
     header = [ast.parse("import triton\nimport triton.language as tl").body]
     module = ast.Module(body=[*header[0], *imports, *constants, *kernels], type_ignores=[])
     return ast.unparse(ast.fix_missing_locations(module)), [k.name for k in kernels]
+
+
+def _triton_imports(node: ast.Import | ast.ImportFrom, aliases: dict[str, str]) -> ast.stmt | None:
+    """`node` with only the names that are triton, triton.language or of it (recorded in `aliases`); a
+    name bound to anything else (`from triton.language.core import builtins`) is left out of the replay."""
+    kept = []
+    for alias in node.names:
+        if isinstance(node, ast.ImportFrom):
+            name, path = alias.asname or alias.name, f"{node.module}.{alias.name}"
+        else:
+            name = alias.asname or alias.name.split(".")[0]
+            path = alias.name if alias.asname else name
+        if path in ("triton", "triton.language") or path in TRITON_FUNCTIONS or (
+                path.startswith("triton.language.") and _triton_language(path)):
+            aliases[name] = path
+            kept.append(alias)
+    if not kept:
+        return None
+    return ast.ImportFrom(module=node.module, names=kept, level=0) if isinstance(node, ast.ImportFrom) else ast.Import(names=kept)
 
 
 _REFUSED_NODES = (ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.Lambda, ast.ClassDef, ast.FunctionDef,
@@ -164,6 +179,45 @@ def _dotted(node: ast.expr) -> list[str] | None:
     if not isinstance(node, ast.Name):
         return None
     return [node.id, *reversed(parts)]
+
+
+@functools.lru_cache(maxsize=4096)
+def _triton_language(path: str) -> bool:
+    """Whether `path` (triton.language.a.b...) resolves, in this process's triton, through modules of
+    triton.language only, to a value of triton's own: not to `tl.core.builtins`, `tl.core.math` or
+    anything else those modules happen to import."""
+    import importlib
+
+    try:
+        value: Any = importlib.import_module("triton.language")
+    except ImportError:
+        return False
+    for name in path.split(".")[2:]:
+        if not _of_triton_language(value):
+            return False
+        value = getattr(value, name, None) or _submodule(f"{value.__name__}.{name}")
+        if value is None:
+            return False
+    if isinstance(value, types.ModuleType):
+        return _of_triton_language(value)
+    if isinstance(value, bool | int | float | str):
+        return True
+    owner = value if isinstance(value, type) or callable(value) else type(value)
+    return str(getattr(owner, "__module__", "") or "").startswith("triton.")
+
+
+def _submodule(name: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def _of_triton_language(value: Any) -> bool:
+    return isinstance(value, types.ModuleType) and (value.__name__ == "triton.language"
+                                                    or value.__name__.startswith("triton.language."))
 
 
 def _check_body(kernel: ast.FunctionDef, allowed: set[str], aliases: dict[str, str]) -> None:
@@ -185,7 +239,7 @@ def _check_body(kernel: ast.FunctionDef, allowed: set[str], aliases: dict[str, s
             chain = _dotted(node)
             if chain and chain[0] in aliases and chain[0] not in local:
                 path = ".".join([aliases[chain[0]], *chain[1:]])
-                if not (path.startswith("triton.language.") or path in TRITON_FUNCTIONS):
+                if not (path in TRITON_FUNCTIONS or (path.startswith("triton.language.") and _triton_language(path))):
                     raise KernelRefused(f"{where}: {path} is not part of triton.language")
             elif node.attr not in VALUE_ATTRIBUTES and not (chain and len(chain) == 2 and chain[0] in aliases):
                 raise KernelRefused(f"{where}: attribute {node.attr!r} of a value")

@@ -1,0 +1,429 @@
+"""Proof of work by replay, for the backends whose kernels the candidate's process runs itself without a
+device (the Triton interpreter, the NKI interpreter): nothing that process counts proves that a kernel
+made the outputs, so the judge re-runs the recorded kernel work on its own side and checks the answer.
+
+- Triton (`backends.triton_replay`): the first trial is a `proof_call`; the candidate process records the
+  launches of that forward and where the input set's tensors, the model's state and the outputs live. The
+  judge extracts the `@triton.jit` kernels from the source (AST allowlist), puts its own copies of the
+  inputs and reference weights where the launches read them, and a confined child of the judge (forked,
+  all descriptors but one pipe closed, the slot's uid, undumpable, seccomp, rlimits) runs exactly the
+  recorded launches under the interpreter. Its outputs must match the reference: `[kernel-proof]`.
+- NKI (`nki.verify`): the first trial's instruction traces are replayed by the judge's own interpreter on
+  tensors it trusts, every output must be a replayed kernel's output, and the second trial's inputs must
+  reproduce the second trial's outputs through the same traces (`alternate`). The cost note is the
+  replay's, never the candidate's.
+
+Everything the candidate sends is a claim: sizes, counts and nesting are bounded here, and a lie can only
+put trusted data in the wrong place or make the replay disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import resource
+import select
+import signal
+import struct
+import time
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from kernelrl.evaluate.candidate_process import StageFailed
+from kernelrl.evaluate.compare import compare_outputs
+from kernelrl.evaluate.guards import tensors
+from kernelrl.evaluate.result import Status
+from kernelrl.evaluate.spot_checks import SpotPlan
+
+if TYPE_CHECKING:
+    from kernelrl.evaluate.judge import Judge
+
+MAX_RECORD_BYTES = 64 * 2**20  # a proof record (JSON) larger than this is refused
+MAX_KERNEL_CALLS = 4096  # launches / kernel runs in one forward's record
+MAX_ARGS = 256  # arguments of one launch
+MAX_DIMS = 8
+MAX_NAME = 200
+REPLAY_SLACK_BYTES = 64 * 2**20  # trusted buffers may exceed the trusted tensors' bytes by 8x plus this
+PROOF_TAG = "[kernel-proof]"
+
+
+def kernel_proof(judge: Judge, ref_model: torch.nn.Module) -> Proof:
+    """The proof the judge's correctness stage runs for this evaluation (`Proof`: none)."""
+    cfg, backend = judge.config, judge.candidate.backend
+    if not cfg.guards:
+        return Proof()
+    if backend == "triton" and cfg.torch_ops == "reject":
+        return TritonProof(judge, ref_model)
+    if backend == "nki":
+        from kernelrl.nki.interpret import real_sdk_available
+
+        if real_sdk_available():  # the candidate got the Neuron SDK's simulator: no traces, no cost
+            judge.result.notes.append("estimated NKI cost: none (the kernels ran in the Neuron SDK's CPU simulator, "
+                                      "which gives no cost; no replayed proof of work)")
+            return Proof()
+        return NkiProof(judge, ref_model)
+    return Proof()
+
+
+class Proof:
+    """No proof of work by replay (the cpu and cuda backends have theirs elsewhere, or guards are off)."""
+
+    def message(self, trial: int, name: str) -> dict[str, Any]:
+        """The request for one correctness trial."""
+        return {"op": "call", "sets": [name], "count": True}
+
+    def check(self, trial: int, reply: dict[str, Any], inputs: list[Any], actual: Any, expected: Any) -> None:
+        """After a trial passed: `inputs` the judge's own, `actual` the outputs it read, `expected` the reference's."""
+
+    def finish(self) -> None:
+        """After the last trial."""
+
+
+class _Replayed(Proof):
+    def __init__(self, judge: Judge, ref_model: torch.nn.Module) -> None:
+        self.judge = judge
+        self.state = {k: v.detach().to("cpu") for k, v in ref_model.state_dict().items()}
+
+    def message(self, trial: int, name: str) -> dict[str, Any]:
+        return {"op": "proof_call", "set": name} if trial == 0 else super().message(trial, name)
+
+    def record(self, reply: dict[str, Any]) -> dict[str, Any]:
+        raw = self.judge.process.read_record(reply.get("proof"), MAX_RECORD_BYTES)
+        try:
+            record = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise _refused(f"the proof record is not JSON: {str(exc)[:200]}") from None
+        if not isinstance(record, dict):
+            raise _refused("the proof record is not an object")
+        return record
+
+
+def _refused(message: str) -> StageFailed:
+    return StageFailed(Status.REJECTED, f"{PROOF_TAG} {message}")
+
+
+# -- Triton --------------------------------------------------------------------------------------------
+
+class TritonProof(_Replayed):
+    """The first trial's launches, replayed by a confined child of the judge on the judge's inputs."""
+
+    def check(self, trial: int, reply: dict[str, Any], inputs: list[Any], actual: Any, expected: Any) -> None:
+        if trial != 0:
+            return
+        from kernelrl.evaluate.backends.triton_replay import KernelRefused, kernel_module
+
+        record = self.record(reply)
+        try:
+            module_text, names = kernel_module(self.judge.candidate.source)
+        except (KernelRefused, SyntaxError, RecursionError) as exc:
+            raise _refused(f"your @triton.jit kernels cannot be replayed: {exc}; a kernel holds only Triton code") from None
+        launches = clean_launches(record.get("launches"), set(names))
+        wanted = tensors(expected)
+        outputs = [clean_spec(_tensor_of(o), "output") for o in _bounded_list(record.get("outputs"), MAX_ARGS, "outputs")]
+        if len(outputs) != len(wanted):
+            raise _refused(f"forward returned {len(outputs)} tensors by its own account, expected {len(wanted)}")
+        buffers = trusted_buffers(self._placements(record, inputs))
+        started = time.perf_counter()
+        replayed = replay_confined(module_text, launches, buffers, outputs, self.judge.config.timeouts.correctness / 2)
+        self.judge.spot = SpotPlan(random.SystemRandom().getrandbits(63))  # the child saw the old plan's seed
+        self.judge.random = random.Random(random.SystemRandom().getrandbits(128))
+        if isinstance(replayed, str):
+            raise _refused(f"the judge's replay of your {len(launches)} recorded launch(es) failed: {replayed}")
+        rtol, atol = self.judge._tolerance()
+        outcome = compare_outputs([t.cpu() for t in wanted], replayed, rtol, atol)
+        if not outcome.ok:
+            raise _refused(
+                f"the output is not what your kernels compute: the judge replayed the {len(launches)} launch(es) of "
+                f"your @triton.jit kernels recorded in forward on its own copy of the inputs, and {outcome.message}; "
+                "compute the whole output in the kernels you launch (not in a grid function, NumPy or torch)")
+        self.judge.result.notes.append(f"kernel proof: {len(launches)} Triton launch(es) replayed by the judge in "
+                                       f"{(time.perf_counter() - started) * 1000:.0f} ms")
+
+    def _placements(self, record: dict[str, Any], inputs: list[Any]) -> list[tuple[dict[str, Any], torch.Tensor]]:
+        """(where the candidate says a trusted tensor lives, the judge's own copy of it)."""
+        trusted = tensors(inputs)
+        claimed = _bounded_list(record.get("inputs"), MAX_ARGS, "inputs")
+        placed = [(clean_spec(_tensor_of(c), "input"), t) for c, t in zip(claimed, trusted, strict=False)]
+        state = record.get("state")
+        if isinstance(state, dict) and len(state) <= 4 * MAX_ARGS:
+            placed += [(clean_spec(_tensor_of(v), "state"), self.state[k]) for k, v in state.items() if k in self.state]
+        return placed
+
+
+def _bounded_list(value: Any, limit: int, what: str) -> list[Any]:
+    if not isinstance(value, list) or len(value) > limit:
+        raise _refused(f"the proof record's {what} are not a list of at most {limit}")
+    return value
+
+
+def _tensor_of(value: Any) -> Any:
+    return value.get("tensor") if isinstance(value, dict) else None
+
+
+def _int(value: Any, low: int, high: int, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise _refused(f"{what} {str(value)[:40]} is not an int in [{low}, {high}]")
+    return value
+
+
+def clean_spec(spec: Any, what: str) -> dict[str, Any]:
+    """A tensor placement from the record, rebuilt from checked fields."""
+    from kernelrl.evaluate.backends.triton_replay import _DTYPES
+
+    if not isinstance(spec, dict) or str(spec.get("dtype")) not in _DTYPES:
+        raise _refused(f"a recorded {what} tensor is not a tensor of a replayable dtype")
+    shape, stride = spec.get("shape"), spec.get("stride")
+    if not isinstance(shape, list) or not isinstance(stride, list) or len(shape) != len(stride) or len(shape) > MAX_DIMS:
+        raise _refused(f"a recorded {what} tensor has no valid shape and strides")
+    return {"storage": _int(spec.get("storage"), 0, 2**64 - 1, "a storage address"),
+            "nbytes": _int(spec.get("nbytes"), 0, 2**40, "a storage size"),
+            "offset": _int(spec.get("offset"), 0, 2**40, "a storage offset"),
+            "shape": [_int(n, 0, 2**40, "a size") for n in shape],
+            "stride": [_int(n, 0, 2**40, "a stride") for n in stride], "dtype": str(spec["dtype"])}
+
+
+def _clean_value(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float) or (isinstance(value, str) and len(value) <= MAX_NAME):
+        return value
+    raise _refused("a recorded launch argument is neither a tensor nor a number")
+
+
+def clean_launches(launches: Any, kernels: set[str]) -> list[dict[str, Any]]:
+    """The record's launches, each rebuilt from checked fields: a kernel of the source, a grid of one to
+    three ints, at most MAX_ARGS named arguments (tensor placements or scalars)."""
+    clean = []
+    for launch in _bounded_list(launches, MAX_KERNEL_CALLS, "launches"):
+        if not isinstance(launch, dict) or launch.get("kernel") not in kernels:
+            raise _refused("a recorded launch names no @triton.jit function of the source")
+        grid = _bounded_list(launch.get("grid"), 3, "grid")
+        args = launch.get("args")
+        if not isinstance(args, dict) or len(args) > MAX_ARGS:
+            raise _refused("a recorded launch has no argument map")
+        cleaned: dict[str, Any] = {}
+        for name, arg in args.items():
+            if not name.isidentifier() or len(name) > MAX_NAME or not isinstance(arg, dict):
+                raise _refused("a recorded launch argument is malformed")
+            if "tensor" in arg:
+                cleaned[name] = {"tensor": clean_spec(arg["tensor"], "argument")}
+            elif "value" in arg:
+                cleaned[name] = {"value": _clean_value(arg["value"])}
+            else:
+                raise _refused(f"argument {name} of {launch['kernel']} is a {str(arg.get('unsupported'))[:40]}, "
+                               "not a tensor or a number")
+        clean.append({"kernel": launch["kernel"], "grid": [_int(d, 0, 2**31 - 1, "a grid size") for d in grid],
+                      "args": cleaned})
+    return clean
+
+
+def trusted_buffers(placed: list[tuple[dict[str, Any], torch.Tensor]]) -> dict[int, torch.Tensor]:
+    """Byte buffers, by the candidate's storage address, holding the judge's own tensors where the candidate
+    says they live (zeros elsewhere). A placement that does not fit its tensor is skipped (the replay then
+    reads zeros there); the buffers together are bounded by the trusted tensors' size."""
+    from kernelrl.evaluate.backends.triton_replay import _DTYPES
+
+    budget = REPLAY_SLACK_BYTES + 8 * sum(t.numel() * t.element_size() for _, t in placed)
+    buffers: dict[int, torch.Tensor] = {}
+    for spec, value in placed:
+        dtype = _DTYPES[spec["dtype"]]
+        if value.dtype != dtype or list(value.shape) != spec["shape"]:
+            continue
+        buffer = buffers.get(spec["storage"])
+        if buffer is None or buffer.numel() < spec["nbytes"]:
+            grown = max(spec["nbytes"], 1)
+            budget -= grown - (0 if buffer is None else buffer.numel())
+            if budget < 0:
+                raise _refused("the recorded storages of the inputs are far larger than the inputs")
+            bigger = torch.zeros(grown, dtype=torch.uint8)
+            if buffer is not None:
+                bigger[: buffer.numel()] = buffer
+            buffers[spec["storage"]] = buffer = bigger
+        usable = buffer[: buffer.numel() // dtype.itemsize * dtype.itemsize].view(dtype)
+        try:
+            usable.as_strided(spec["shape"], spec["stride"], spec["offset"]).copy_(value.to("cpu"))
+        except RuntimeError:  # outside the storage: not placed
+            continue
+    return buffers
+
+
+# -- the confined replay child ------------------------------------------------------------------------
+
+_HEADER = struct.Struct("<Q")
+
+
+def replay_confined(module_text: str, launches: list[dict[str, Any]], buffers: dict[int, torch.Tensor],
+                    outputs: list[dict[str, Any]], timeout_s: float) -> list[torch.Tensor] | str:
+    """Run `triton_replay.replay` in a confined child of this process; the outputs, or why it failed. The
+    child inherits the buffers (fork); its answer is raw bytes of the described outputs, nothing else."""
+    from kernelrl.evaluate.backends.triton_replay import _DTYPES
+
+    results = [torch.empty(o["shape"], dtype=_DTYPES[o["dtype"]]) for o in outputs]
+    sizes = [t.numel() * t.element_size() for t in results]
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        _replay_child(write_fd, module_text, launches, buffers, outputs, timeout_s)
+    os.close(write_fd)
+    try:
+        data = _read_until(read_fd, _HEADER.size + MAX_NAME * 20 + sum(sizes), time.monotonic() + timeout_s)
+    finally:
+        os.close(read_fd)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.waitpid(pid, 0)
+    if data is None:
+        return f"it did not finish within {timeout_s:.0f} s"
+    if len(data) < _HEADER.size:
+        return "the replay process ended without an answer"
+    (header_len,) = _HEADER.unpack_from(data)
+    try:
+        header = json.loads(data[_HEADER.size:_HEADER.size + header_len])
+    except ValueError:
+        return "the replay process's answer is malformed"
+    if not isinstance(header, dict) or header.get("ok") is not True:
+        return str(header.get("error") if isinstance(header, dict) else "malformed answer")[:600]
+    payload = memoryview(data)[_HEADER.size + header_len:]
+    if len(payload) != sum(sizes):
+        return "the replay process's answer has the wrong size"
+    start = 0
+    for tensor, size in zip(results, sizes, strict=True):
+        if size:
+            tensor.view(-1).view(torch.uint8).copy_(torch.frombuffer(bytearray(payload[start:start + size]), dtype=torch.uint8))
+        start += size
+    return results
+
+
+def _read_until(fd: int, limit: int, deadline: float) -> bytes | None:
+    """Everything written to `fd` until it closes (at most `limit` bytes); None past `deadline`."""
+    chunks, total = [], 0
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return None
+        chunk = os.read(fd, 1 << 20)
+        if not chunk or total >= limit:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        total += len(chunk)
+
+
+def _replay_child(fd: int, module_text: str, launches: list[dict[str, Any]], buffers: dict[int, torch.Tensor],
+                  outputs: list[dict[str, Any]], timeout_s: float) -> None:
+    """The forked replay: confine, replay, write the answer, exit. Never returns."""
+    try:
+        header: dict[str, Any] = {"ok": True}
+        payload = b""
+        try:
+            _confine_child(fd, timeout_s)
+            from kernelrl.evaluate.backends.triton_replay import replay
+
+            replayed = replay(module_text, launches, buffers, outputs)
+            payload = b"".join(t.contiguous().view(-1).view(torch.uint8).numpy().tobytes() for t in replayed)
+        except BaseException as exc:  # the candidate's kernels failing on replay is an answer too
+            header, payload = {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:400]}"}, b""
+        encoded = json.dumps(header).encode()
+        view = memoryview(_HEADER.pack(len(encoded)) + encoded + payload)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os._exit(0)
+
+
+def _confine_child(keep_fd: int, timeout_s: float) -> None:
+    """What the candidate process gets, less its sockets: no descriptor but the answer pipe, no files
+    written, bounded CPU, the worker slot's uid (under bubblewrap as root), undumpable, the seccomp filter."""
+    from kernelrl.evaluate.confine import install_seccomp, make_undumpable
+    from kernelrl.evaluate.sandbox import EVAL_UID_BASE, SANDBOX_ENV, drop_capabilities
+
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for target in (0, 1, 2):
+        os.dup2(devnull, target)
+    os.closerange(3, keep_fd)
+    os.closerange(keep_fd + 1, max(keep_fd + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0]))
+    for kind, value in ((resource.RLIMIT_FSIZE, 0), (resource.RLIMIT_CORE, 0), (resource.RLIMIT_NPROC, 1),
+                        (resource.RLIMIT_CPU, int(timeout_s) + 1)):
+        try:
+            resource.setrlimit(kind, (value, value))
+        except (ValueError, OSError):
+            pass
+    if os.geteuid() == 0:
+        if os.environ.get(SANDBOX_ENV) == "bwrap":
+            uid = EVAL_UID_BASE + int(os.environ.get("KERNELRL_WORKER_SLOT", "0"))
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+        else:
+            drop_capabilities()
+    make_undumpable()
+    install_seccomp(os.getpid())
+    os.environ["TRITON_INTERPRET"] = "1"  # the replay runs on the CPU, under the interpreter, everywhere
+    torch.set_num_threads(1)
+
+
+# -- NKI -------------------------------------------------------------------------------------------------
+
+class NkiProof(_Replayed):
+    """The first trial's traces, replayed by the judge; the second trial's inputs through the same traces."""
+
+    def __init__(self, judge: Judge, ref_model: torch.nn.Module) -> None:
+        super().__init__(judge, ref_model)
+        self.first: tuple[list[Any], list[torch.Tensor], list[torch.Tensor]] | None = None
+        self.done = False
+
+    def check(self, trial: int, reply: dict[str, Any], inputs: list[Any], actual: Any, expected: Any) -> None:
+        if trial == 0:
+            traces = _bounded_list(self.record(reply).get("traces"), MAX_KERNEL_CALLS, "traces")
+            self.first = (traces, self._known(inputs), tensors(actual))
+        elif trial == 1 and self.first is not None:
+            self._verify((self._known(inputs), tensors(actual)))
+
+    def finish(self) -> None:
+        if not self.done and self.first is not None:
+            self._verify(None)
+
+    def _known(self, inputs: list[Any]) -> list[torch.Tensor]:
+        return [*tensors(inputs), *self.state.values()]
+
+    def _verify(self, alternate: tuple[list[torch.Tensor], list[torch.Tensor]] | None) -> None:
+        from kernelrl.nki.trace import MAX_OPS
+        from kernelrl.nki.verify import verify_forward
+
+        assert self.first is not None
+        traces, known, outputs = self.first
+        self.done = True
+        ops = sum(len(t.get("ops") or ()) if isinstance(t, dict) and isinstance(t.get("ops"), list) else 0 for t in traces)
+        if ops > 2 * MAX_OPS:
+            raise _refused(f"the forward's kernels issued {ops} instructions; at most {2 * MAX_OPS} are replayed")
+        usable = [i for i, t in enumerate(known) if _nki_storable(t)]
+        pick = lambda values: [values[i] for i in usable]  # noqa: E731
+        try:
+            verdict = verify_forward(traces, pick(known), outputs,
+                                     alternate=(pick(alternate[0]), alternate[1]) if alternate is not None else None)
+        except Exception as exc:  # anything a malformed trace trips in the judge's interpreter
+            raise _refused(f"the instruction trace could not be replayed: {type(exc).__name__}: {str(exc)[:300]}") from None
+        if not verdict.ok:
+            problem = verdict.problem if verdict.problem.startswith("[") else f"{PROOF_TAG} {verdict.problem}"
+            raise StageFailed(Status.REJECTED, problem)
+        self.judge.result.notes.append(nki_cost_note(verdict.cost.to_dict()))
+
+
+def _nki_storable(value: torch.Tensor) -> bool:
+    from kernelrl.nki.interpret import hbm_array
+
+    try:
+        hbm_array(value)
+    except Exception:
+        return False
+    return True
+
+
+def nki_cost_note(cost: dict[str, Any]) -> str:
+    """One line of the judge's replayed NKI cost estimate for one forward."""
+    engines = ", ".join(f"{k} {v:.2f}" for k, v in (cost.get("estimated_busy_us") or {}).items() if v)
+    return (f"estimated NKI cost (the judge's replay of the instruction trace, not wall time): "
+            f"{float(cost.get('estimated_total_us', 0.0)):.2f} us per forward ({engines} us), "
+            f"bottleneck {cost.get('bottleneck')}")
