@@ -54,7 +54,7 @@ def kernel_proof(judge: Judge, ref_model: torch.nn.Module) -> Proof:
     cfg, backend = judge.config, judge.candidate.backend
     if not cfg.guards:
         return Proof()
-    if backend == "triton" and cfg.torch_ops == "reject":
+    if backend == "triton" and cfg.torch_ops == "reject" and not judge.backend.has_device():
         return TritonProof(judge, ref_model)
     if backend == "nki":
         from kernelrl.nki.interpret import real_sdk_available
@@ -125,21 +125,29 @@ class TritonProof(_Replayed):
         if len(outputs) != len(wanted):
             raise _refused(f"forward returned {len(outputs)} tensors by its own account, expected {len(wanted)}")
         buffers = trusted_buffers(self._placements(record, inputs))
-        started = time.perf_counter()
-        replayed = replay_confined(module_text, launches, buffers, outputs, self.judge.config.timeouts.correctness / 2)
+        self.started = time.perf_counter()
+        self.launches, self.wanted = len(launches), [t.cpu() for t in wanted]
+        # The replay runs beside the remaining trials; finish() collects it.
+        self.child = ReplayChild(module_text, launches, buffers, outputs, self.judge.config.timeouts.correctness / 2)
         self.judge.spot = SpotPlan(random.SystemRandom().getrandbits(63))  # the child saw the old plan's seed
         self.judge.random = random.Random(random.SystemRandom().getrandbits(128))
+
+    def finish(self) -> None:
+        child, self.child = getattr(self, "child", None), None
+        if child is None:
+            return
+        replayed = child.result()
         if isinstance(replayed, str):
-            raise _refused(f"the judge's replay of your {len(launches)} recorded launch(es) failed: {replayed}")
+            raise _refused(f"the judge's replay of your {self.launches} recorded launch(es) failed: {replayed}")
         rtol, atol = self.judge._tolerance()
-        outcome = compare_outputs([t.cpu() for t in wanted], replayed, rtol, atol)
+        outcome = compare_outputs(self.wanted, replayed, rtol, atol)
         if not outcome.ok:
             raise _refused(
-                f"the output is not what your kernels compute: the judge replayed the {len(launches)} launch(es) of "
+                f"the output is not what your kernels compute: the judge replayed the {self.launches} launch(es) of "
                 f"your @triton.jit kernels recorded in forward on its own copy of the inputs, and {outcome.message}; "
                 "compute the whole output in the kernels you launch (not in a grid function, NumPy or torch)")
-        self.judge.result.notes.append(f"kernel proof: {len(launches)} Triton launch(es) replayed by the judge in "
-                                       f"{(time.perf_counter() - started) * 1000:.0f} ms")
+        self.judge.result.notes.append(f"kernel proof: {self.launches} Triton launch(es) replayed by the judge "
+                                       f"({(time.perf_counter() - self.started) * 1000:.0f} ms, beside the other trials)")
 
     def _placements(self, record: dict[str, Any], inputs: list[Any]) -> list[tuple[dict[str, Any], torch.Tensor]]:
         """(where the candidate says a trusted tensor lives, the judge's own copy of it)."""
@@ -252,49 +260,60 @@ def trusted_buffers(placed: list[tuple[dict[str, Any], torch.Tensor]]) -> dict[i
 _HEADER = struct.Struct("<Q")
 
 
-def replay_confined(module_text: str, launches: list[dict[str, Any]], buffers: dict[int, torch.Tensor],
-                    outputs: list[dict[str, Any]], timeout_s: float) -> list[torch.Tensor] | str:
-    """Run `triton_replay.replay` in a confined child of this process; the outputs, or why it failed. The
-    child inherits the buffers (fork); its answer is raw bytes of the described outputs, nothing else."""
-    from kernelrl.evaluate.backends.triton_replay import _DTYPES
+class ReplayChild:
+    """`triton_replay.replay` running in a confined child of this process (forked: it inherits the buffers);
+    its answer is raw bytes of the described outputs, nothing else."""
 
-    results = [torch.empty(o["shape"], dtype=_DTYPES[o["dtype"]]) for o in outputs]
-    sizes = [t.numel() * t.element_size() for t in results]
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_fd)
-        _replay_child(write_fd, module_text, launches, buffers, outputs, timeout_s)
-    os.close(write_fd)
-    try:
-        data = _read_until(read_fd, _HEADER.size + MAX_NAME * 20 + sum(sizes), time.monotonic() + timeout_s)
-    finally:
-        os.close(read_fd)
+    def __init__(self, module_text: str, launches: list[dict[str, Any]], buffers: dict[int, torch.Tensor],
+                 outputs: list[dict[str, Any]], timeout_s: float) -> None:
+        from kernelrl.evaluate.backends.triton_replay import _DTYPES
+
+        self.results = [torch.empty(o["shape"], dtype=_DTYPES[o["dtype"]]) for o in outputs]
+        self.sizes = [t.numel() * t.element_size() for t in self.results]
+        self.timeout_s, self.deadline = timeout_s, time.monotonic() + timeout_s
+        read_fd, write_fd = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            os.close(read_fd)
+            _replay_child(write_fd, module_text, launches, buffers, outputs, timeout_s)
+        os.close(write_fd)
+        self.fd = read_fd
+
+    def result(self) -> list[torch.Tensor] | str:
+        """The replayed outputs, or why there are none (waits for the child, at most until its deadline)."""
         try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        os.waitpid(pid, 0)
-    if data is None:
-        return f"it did not finish within {timeout_s:.0f} s"
-    if len(data) < _HEADER.size:
-        return "the replay process ended without an answer"
-    (header_len,) = _HEADER.unpack_from(data)
-    try:
-        header = json.loads(data[_HEADER.size:_HEADER.size + header_len])
-    except ValueError:
-        return "the replay process's answer is malformed"
-    if not isinstance(header, dict) or header.get("ok") is not True:
-        return str(header.get("error") if isinstance(header, dict) else "malformed answer")[:600]
-    payload = memoryview(data)[_HEADER.size + header_len:]
-    if len(payload) != sum(sizes):
-        return "the replay process's answer has the wrong size"
-    start = 0
-    for tensor, size in zip(results, sizes, strict=True):
-        if size:
-            tensor.view(-1).view(torch.uint8).copy_(torch.frombuffer(bytearray(payload[start:start + size]), dtype=torch.uint8))
-        start += size
-    return results
+            data = _read_until(self.fd, _HEADER.size + MAX_NAME * 20 + sum(self.sizes), self.deadline)
+        finally:
+            os.close(self.fd)
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.waitpid(self.pid, 0)
+        if data is None:
+            return f"it did not finish within {self.timeout_s:.0f} s"
+        return self._parse(data)
+
+    def _parse(self, data: bytes) -> list[torch.Tensor] | str:
+        if len(data) < _HEADER.size:
+            return "the replay process ended without an answer"
+        (header_len,) = _HEADER.unpack_from(data)
+        try:
+            header = json.loads(data[_HEADER.size:_HEADER.size + header_len])
+        except ValueError:
+            return "the replay process's answer is malformed"
+        if not isinstance(header, dict) or header.get("ok") is not True:
+            return str(header.get("error") if isinstance(header, dict) else "malformed answer")[:600]
+        payload = memoryview(data)[_HEADER.size + header_len:]
+        if len(payload) != sum(self.sizes):
+            return "the replay process's answer has the wrong size"
+        start = 0
+        for tensor, size in zip(self.results, self.sizes, strict=True):
+            if size:
+                chunk = torch.frombuffer(bytearray(payload[start:start + size]), dtype=torch.uint8)
+                tensor.view(-1).view(torch.uint8).copy_(chunk)
+            start += size
+        return self.results
 
 
 def _read_until(fd: int, limit: int, deadline: float) -> bytes | None:
