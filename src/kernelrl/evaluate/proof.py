@@ -40,7 +40,7 @@ from kernelrl.evaluate.spot_checks import SpotPlan
 if TYPE_CHECKING:
     from kernelrl.evaluate.judge import Judge
 
-MAX_RECORD_BYTES = 64 * 2**20  # a proof record (JSON) larger than this is refused
+MAX_RECORD_BYTES = 16 * 2**20  # a proof record (JSON) larger than this is refused
 MAX_KERNEL_CALLS = 4096  # launches / kernel runs in one forward's record
 MAX_ARGS = 256  # arguments of one launch
 MAX_DIMS = 8
@@ -93,7 +93,7 @@ class _Replayed(Proof):
         raw = self.judge.process.read_record(reply.get("proof"), MAX_RECORD_BYTES)
         try:
             record = json.loads(raw)
-        except (ValueError, RecursionError) as exc:
+        except (ValueError, RecursionError, MemoryError) as exc:
             raise _refused(f"the proof record is not JSON: {str(exc)[:200]}") from None
         if not isinstance(record, dict):
             raise _refused("the proof record is not an object")
