@@ -7,7 +7,8 @@ made the outputs, so the judge re-runs the recorded kernel work on its own side 
   judge extracts the `@triton.jit` kernels from the source (AST allowlist), puts its own copies of the
   inputs and reference weights where the launches read them, and a confined child of the judge (forked,
   all descriptors but one pipe closed, the slot's uid, undumpable, seccomp, rlimits) runs exactly the
-  recorded launches under the interpreter. Its outputs must match the reference: `[kernel-proof]`.
+  recorded launches under the interpreter, beside the remaining trials; after the last, its outputs must
+  match the reference: `[kernel-proof]`. Not on a GPU (triton there is in compiled mode).
 - NKI (`nki.verify`): the first trial's instruction traces are replayed by the judge's own interpreter on
   tensors it trusts, every output must be a replayed kernel's output, and the second trial's inputs must
   reproduce the second trial's outputs through the same traces (`alternate`). The cost note is the
@@ -363,8 +364,7 @@ def _confine_child(keep_fd: int, timeout_s: float) -> None:
         os.dup2(devnull, target)
     os.closerange(3, keep_fd)
     os.closerange(keep_fd + 1, max(keep_fd + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0]))
-    for kind, value in ((resource.RLIMIT_FSIZE, 0), (resource.RLIMIT_CORE, 0), (resource.RLIMIT_NPROC, 1),
-                        (resource.RLIMIT_CPU, int(timeout_s) + 1)):
+    for kind, value in ((resource.RLIMIT_FSIZE, 0), (resource.RLIMIT_CORE, 0), (resource.RLIMIT_CPU, int(timeout_s) + 1)):
         try:
             resource.setrlimit(kind, (value, value))
         except (ValueError, OSError):

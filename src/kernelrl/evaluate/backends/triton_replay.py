@@ -13,14 +13,15 @@ launch nothing. The proof instead rests on a replay outside it:
    they, their triton imports and module constants, with bodies refused where they hold anything a
    Triton compiler would not compile (imports, dunder or private attributes, names that are neither
    parameters, locals, kernels, constants nor triton's) - host compute cannot hide inside a kernel.
-3. A clean, confined process that never ran candidate module code (`replay`) runs exactly the recorded
-   launches, in order, on buffers of its own: the judge's trusted inputs where a storage is an input
-   and zeros everywhere else, then hands back the storages of the returned outputs; the judge compares
-   those with the reference. An answer that no recorded launch of the candidate's kernels stored - made
-   by a grid callable, NumPy, torch or a lie - is not in the replay: `[kernel-proof]`.
+3. A confined fork of the judge that runs no candidate module code (`evaluate.proof.ReplayChild` calls
+   `replay`) runs exactly the recorded launches, in order, on buffers of its own: the judge's trusted
+   inputs and weights where a storage holds them and zeros everywhere else, then hands back the storages
+   of the returned outputs; the judge compares those with the reference. An answer that no recorded launch
+   of the candidate's kernels stored - made by a grid callable, NumPy, torch or a lie - is not in the
+   replay: `[kernel-proof]`.
 
 The replay proves what the verdict rewards without a GPU (a correct kernel: no time is measured
-there). On a GPU it proves the kernels compute the answer, not that the timed calls ran them.
+there). It is not run on a GPU (see DESIGN.md, "Round three: proof of work").
 """
 
 from __future__ import annotations
