@@ -108,57 +108,70 @@ def _refused(message: str) -> StageFailed:
 # -- Triton --------------------------------------------------------------------------------------------
 
 class TritonProof(_Replayed):
-    """The first trial's launches, replayed by a confined child of the judge on the judge's inputs."""
+    """The first trial's launches, replayed by confined children of the judge on the judge's inputs of the
+    first trial and, the same launches, of the second: launches that carry the answer in their arguments
+    rather than compute it reproduce the first set's answer only."""
+
+    def __init__(self, judge: Judge, ref_model: torch.nn.Module) -> None:
+        super().__init__(judge, ref_model)
+        self.children: list[tuple[ReplayChild, list[torch.Tensor], str]] = []
 
     def check(self, trial: int, reply: dict[str, Any], inputs: list[Any], actual: Any, expected: Any) -> None:
-        if trial != 0:
-            return
+        if trial == 0:
+            self._read(self.record(reply), expected)
+        if trial <= 1 and hasattr(self, "launches"):
+            # Each replay runs beside the remaining trials; finish() collects them.
+            label = "" if trial == 0 else " on another input set (the launches carry an answer rather than compute it)"
+            self.started = getattr(self, "started", time.perf_counter())
+            buffers = trusted_buffers(self._placed(inputs))
+            child = ReplayChild(self.module_text, self.launches, buffers, self.outputs, self.judge.config.timeouts.correctness / 2)
+            self.children.append((child, [t.cpu() for t in tensors(expected)], label))
+            self.judge.spot = SpotPlan(random.SystemRandom().getrandbits(63))  # the child saw the old plan's seed
+            self.judge.random = random.Random(random.SystemRandom().getrandbits(128))
+
+    def _read(self, record: dict[str, Any], expected: Any) -> None:
+        """Check the record and keep what the replays need (the kernels, launches and placements)."""
         from kernelrl.evaluate.backends.triton_replay import KernelRefused, kernel_module
 
-        record = self.record(reply)
         try:
             module_text, names = kernel_module(self.judge.candidate.source)
         except (KernelRefused, SyntaxError, RecursionError) as exc:
             raise _refused(f"your @triton.jit kernels cannot be replayed: {exc}; a kernel holds only Triton code") from None
         launches = clean_launches(record.get("launches"), set(names))
-        wanted = tensors(expected)
         outputs = [clean_spec(_tensor_of(o), "output") for o in _bounded_list(record.get("outputs"), MAX_ARGS, "outputs")]
-        if len(outputs) != len(wanted):
-            raise _refused(f"forward returned {len(outputs)} tensors by its own account, expected {len(wanted)}")
-        buffers = trusted_buffers(self._placements(record, inputs))
-        self.started = time.perf_counter()
-        self.launches, self.wanted = len(launches), [t.cpu() for t in wanted]
-        # The replay runs beside the remaining trials; finish() collects it.
-        self.child = ReplayChild(module_text, launches, buffers, outputs, self.judge.config.timeouts.correctness / 2)
-        self.judge.spot = SpotPlan(random.SystemRandom().getrandbits(63))  # the child saw the old plan's seed
-        self.judge.random = random.Random(random.SystemRandom().getrandbits(128))
+        if len(outputs) != len(tensors(expected)):
+            raise _refused(f"forward returned {len(outputs)} tensors by its own account, expected {len(tensors(expected))}")
+        claimed = [clean_spec(_tensor_of(c), "input") for c in _bounded_list(record.get("inputs"), MAX_ARGS, "inputs")]
+        state = record.get("state") if isinstance(record.get("state"), dict) else {}
+        if len(state) > 4 * MAX_ARGS:
+            raise _refused("the proof record names too many state tensors")
+        self.state_claims = [(clean_spec(_tensor_of(v), "state"), k) for k, v in state.items() if k in self.state]
+        self.input_claims, self.module_text, self.outputs, self.launches = claimed, module_text, outputs, launches
+
+    def _placed(self, inputs: list[Any]) -> list[tuple[dict[str, Any], torch.Tensor]]:
+        """(where the candidate says a trusted tensor lives, the judge's own copy of it): the first trial's
+        places, filled with this trial's inputs and the reference weights."""
+        placed = list(zip(self.input_claims, tensors(inputs), strict=False))
+        return placed + [(spec, self.state[key]) for spec, key in self.state_claims]
 
     def finish(self) -> None:
-        child, self.child = getattr(self, "child", None), None
-        if child is None:
-            return
-        replayed = child.result()
-        if isinstance(replayed, str):
-            raise _refused(f"the judge's replay of your {self.launches} recorded launch(es) failed: {replayed}")
-        rtol, atol = self.judge._tolerance()
-        outcome = compare_outputs(self.wanted, replayed, rtol, atol)
-        if not outcome.ok:
-            raise _refused(
-                f"the output is not what your kernels compute: the judge replayed the {self.launches} launch(es) of "
-                f"your @triton.jit kernels recorded in forward on its own copy of the inputs, and {outcome.message}; "
-                "compute the whole output in the kernels you launch (not in a grid function, NumPy or torch)")
-        self.judge.result.notes.append(f"kernel proof: {self.launches} Triton launch(es) replayed by the judge "
-                                       f"({(time.perf_counter() - self.started) * 1000:.0f} ms, beside the other trials)")
-
-    def _placements(self, record: dict[str, Any], inputs: list[Any]) -> list[tuple[dict[str, Any], torch.Tensor]]:
-        """(where the candidate says a trusted tensor lives, the judge's own copy of it)."""
-        trusted = tensors(inputs)
-        claimed = _bounded_list(record.get("inputs"), MAX_ARGS, "inputs")
-        placed = [(clean_spec(_tensor_of(c), "input"), t) for c, t in zip(claimed, trusted, strict=False)]
-        state = record.get("state")
-        if isinstance(state, dict) and len(state) <= 4 * MAX_ARGS:
-            placed += [(clean_spec(_tensor_of(v), "state"), self.state[k]) for k, v in state.items() if k in self.state]
-        return placed
+        children, self.children = self.children, []
+        for child, wanted, label in children:
+            replayed = child.result()
+            if isinstance(replayed, str):
+                raise _refused(f"the judge's replay of your {len(self.launches)} recorded launch(es){label} failed: {replayed}")
+            rtol, atol = self.judge._tolerance()
+            outcome = compare_outputs(wanted, replayed, rtol, atol)
+            if not outcome.ok:
+                raise _refused(
+                    f"the output is not what your kernels compute: the judge replayed the {len(self.launches)} launch(es) "
+                    f"of your @triton.jit kernels recorded in forward on its own copy of the inputs{label}, and "
+                    f"{outcome.message}; compute the whole output in the kernels you launch (not in a grid function, "
+                    "NumPy, torch or the launch arguments)")
+        if children:
+            self.judge.result.notes.append(
+                f"kernel proof: {len(self.launches)} Triton launch(es) replayed by the judge on {len(children)} input "
+                f"set(s) ({(time.perf_counter() - self.started) * 1000:.0f} ms, beside the other trials)")
 
 
 def _bounded_list(value: Any, limit: int, what: str) -> list[Any]:
