@@ -1,17 +1,18 @@
 """The judge's side of the replayed proof of work (`evaluate.proof`): records from the candidate are
 bounded and rebuilt from checked fields, trusted bytes go only where a placement fits, and the Triton
-replay runs in a confined child that answers with bytes and is stopped at its deadline."""
+replay runs in a confined server that answers with bytes, in order, and is stopped at its deadline."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import time
 
 import pytest
 import torch
 
 from kernelrl.evaluate.candidate_process import StageFailed
-from kernelrl.evaluate.proof import ReplayChild, clean_launches, trusted_buffers
+from kernelrl.evaluate.proof import ReplayServer, clean_launches, trusted_buffers
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton is not installed")
 
@@ -77,13 +78,18 @@ def interpreted() -> object:
         os.environ["TRITON_INTERPRET"] = before
 
 
-def test_the_confined_child_replays_and_is_stopped_at_its_deadline(interpreted: object) -> None:
-    x = torch.randn(100)
+def test_the_confined_server_replays_in_order_and_is_stopped_at_its_deadline(interpreted: object) -> None:
+    x, x2 = torch.randn(100), torch.randn(100)
     y_spec = spec(torch.empty(100), 2)
     launches = clean_launches([launch("double", x_ptr={"tensor": spec(x, 1)}, y_ptr={"tensor": y_spec},
                                       n={"value": 100}, BLOCK={"value": 64})], {"double"})
-    buffers = trusted_buffers([(spec(x, 1), x)])
-    (out,) = ReplayChild(KERNELS, launches, buffers, [y_spec], 30.0).result()  # type: ignore[misc]
-    assert torch.equal(out, x * 2.0)
-    stuck = [launch("forever", x_ptr={"tensor": spec(x, 1)})]
-    assert "did not finish" in str(ReplayChild(KERNELS, clean_launches(stuck, {"forever"}), buffers, [], 1.0).result())
+    server = ReplayServer(30.0)
+    for values in (x, x2):
+        server.submit(KERNELS, launches, trusted_buffers([(spec(x, 1), values)]), [y_spec])
+    time.sleep(1.0)  # both answers are then likely read by one receive: the second must still be found
+    (first,), (second,) = server.results()  # type: ignore[misc]
+    assert torch.equal(first, x * 2.0) and torch.equal(second, x2 * 2.0)
+    stuck = ReplayServer(1.0)
+    stuck.submit(KERNELS, clean_launches([launch("forever", x_ptr={"tensor": spec(x, 1)})], {"forever"}),
+                 trusted_buffers([(spec(x, 1), x)]), [])
+    assert "did not finish" in str(stuck.results()[0])

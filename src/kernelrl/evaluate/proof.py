@@ -21,12 +21,13 @@ put trusted data in the wrong place or make the replay disagree.
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import random
 import resource
 import select
 import signal
-import struct
+import socket
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -114,7 +115,10 @@ class TritonProof(_Replayed):
 
     def __init__(self, judge: Judge, ref_model: torch.nn.Module) -> None:
         super().__init__(judge, ref_model)
-        self.children: list[tuple[ReplayChild, list[torch.Tensor], str]] = []
+        self.server = ReplayServer(judge.config.timeouts.correctness / 2)  # before any reference output exists
+        judge.spot = SpotPlan(random.SystemRandom().getrandbits(63))  # the server holds the old plan's seed
+        judge.random = random.Random(random.SystemRandom().getrandbits(128))
+        self.wanted: list[tuple[list[torch.Tensor], str]] = []
 
     def check(self, trial: int, reply: dict[str, Any], inputs: list[Any], actual: Any, expected: Any) -> None:
         if trial == 0:
@@ -123,11 +127,8 @@ class TritonProof(_Replayed):
             # Each replay runs beside the remaining trials; finish() collects them.
             label = "" if trial == 0 else " on another input set (the launches carry an answer rather than compute it)"
             self.started = getattr(self, "started", time.perf_counter())
-            buffers = trusted_buffers(self._placed(inputs))
-            child = ReplayChild(self.module_text, self.launches, buffers, self.outputs, self.judge.config.timeouts.correctness / 2)
-            self.children.append((child, [t.cpu() for t in tensors(expected)], label))
-            self.judge.spot = SpotPlan(random.SystemRandom().getrandbits(63))  # the child saw the old plan's seed
-            self.judge.random = random.Random(random.SystemRandom().getrandbits(128))
+            self.server.submit(self.module_text, self.launches, trusted_buffers(self._placed(inputs)), self.outputs)
+            self.wanted.append(([t.cpu() for t in tensors(expected)], label))
 
     def _read(self, record: dict[str, Any], expected: Any) -> None:
         """Check the record and keep what the replays need (the kernels, launches and placements)."""
@@ -155,22 +156,22 @@ class TritonProof(_Replayed):
         return placed + [(spec, self.state[key]) for spec, key in self.state_claims]
 
     def finish(self) -> None:
-        children, self.children = self.children, []
-        for child, wanted, label in children:
-            replayed = child.result()
+        wanted, self.wanted = self.wanted, []
+        answers = self.server.results()
+        for (expected, label), replayed in zip(wanted, answers, strict=True):
             if isinstance(replayed, str):
                 raise _refused(f"the judge's replay of your {len(self.launches)} recorded launch(es){label} failed: {replayed}")
             rtol, atol = self.judge._tolerance()
-            outcome = compare_outputs(wanted, replayed, rtol, atol)
+            outcome = compare_outputs(expected, replayed, rtol, atol)
             if not outcome.ok:
                 raise _refused(
                     f"the output is not what your kernels compute: the judge replayed the {len(self.launches)} launch(es) "
                     f"of your @triton.jit kernels recorded in forward on its own copy of the inputs{label}, and "
                     f"{outcome.message}; compute the whole output in the kernels you launch (not in a grid function, "
                     "NumPy, torch or the launch arguments)")
-        if children:
+        if wanted:
             self.judge.result.notes.append(
-                f"kernel proof: {len(self.launches)} Triton launch(es) replayed by the judge on {len(children)} input "
+                f"kernel proof: {len(self.launches)} Triton launch(es) replayed by the judge on {len(wanted)} input "
                 f"set(s) ({(time.perf_counter() - self.started) * 1000:.0f} ms, beside the other trials)")
 
 
@@ -269,101 +270,142 @@ def trusted_buffers(placed: list[tuple[dict[str, Any], torch.Tensor]]) -> dict[i
     return buffers
 
 
-# -- the confined replay child ------------------------------------------------------------------------
+# -- the confined replay server -----------------------------------------------------------------------
 
-_HEADER = struct.Struct("<Q")
+ALIGN = 64
 
 
-class ReplayChild:
-    """`triton_replay.replay` running in a confined child of this process (forked: it inherits the buffers);
-    its answer is raw bytes of the described outputs, nothing else."""
+class ReplayServer:
+    """A confined fork of the judge that runs `triton_replay.replay` jobs in order. It is forked before the
+    judge has computed any reference output, so its memory holds none (its copy of the spot-check plan is
+    replaced in the judge right after). A job is three memfds: the job (kernels, launches, output places) as
+    JSON, the trusted buffers, and room for the outputs' bytes, which it fills; it answers one JSON line."""
 
-    def __init__(self, module_text: str, launches: list[dict[str, Any]], buffers: dict[int, torch.Tensor],
-                 outputs: list[dict[str, Any]], timeout_s: float) -> None:
-        from kernelrl.evaluate.backends.triton_replay import _DTYPES
+    def __init__(self, timeout_s: float) -> None:
+        from kernelrl.evaluate.exchange import Channel
 
-        self.results = [torch.empty(o["shape"], dtype=_DTYPES[o["dtype"]]) for o in outputs]
-        self.sizes = [t.numel() * t.element_size() for t in self.results]
-        self.timeout_s, self.deadline = timeout_s, time.monotonic() + timeout_s
-        read_fd, write_fd = os.pipe()
+        judge_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.timeout_s = timeout_s
         self.pid = os.fork()
         if self.pid == 0:
-            os.close(read_fd)
-            _replay_child(write_fd, module_text, launches, buffers, outputs, timeout_s)
-        os.close(write_fd)
-        self.fd = read_fd
+            judge_end.close()
+            _serve_replays(server_end, timeout_s)
+        server_end.close()
+        self.channel = Channel(judge_end)
+        self.pending: list[tuple[int, list[torch.Tensor], list[int]]] = []
+        self.deadline = 0.0
 
-    def result(self) -> list[torch.Tensor] | str:
-        """The replayed outputs, or why there are none (waits for the child, at most until its deadline)."""
+    def submit(self, module_text: str, launches: list[dict[str, Any]], buffers: dict[int, torch.Tensor],
+               outputs: list[dict[str, Any]]) -> None:
+        """Queue one replay; `results` collects it."""
+        from kernelrl.evaluate.backends.triton_replay import _DTYPES
+
+        results = [torch.empty(o["shape"], dtype=_DTYPES[o["dtype"]]) for o in outputs]
+        sizes = [t.numel() * t.element_size() for t in results]
+        layout, offset = [], 0
+        for storage, buffer in buffers.items():
+            layout.append([storage, offset, buffer.numel()])
+            offset += -(-buffer.numel() // ALIGN) * ALIGN
+        job = json.dumps({"module": module_text, "launches": launches, "buffers": layout, "outputs": outputs}).encode()
+        job_fd, in_fd, out_fd = (_memfd(n) for n in (len(job), offset, sum(sizes)))
+        os.pwrite(job_fd, job, 0)
+        for (_, at, _), buffer in zip(layout, buffers.values(), strict=True):
+            if buffer.numel():
+                os.pwrite(in_fd, memoryview(buffer.contiguous().numpy()), at)
+        self.channel.send({"job": len(self.pending)}, [job_fd, in_fd, out_fd])
+        os.close(job_fd)
+        os.close(in_fd)
+        self.deadline = max(self.deadline, time.monotonic() + self.timeout_s)
+        self.pending.append((out_fd, results, sizes))
+
+    def results(self) -> list[list[torch.Tensor] | str]:
+        """Each queued replay's outputs, or why there are none (waits at most until the deadline); then the
+        server is ended."""
+        answers: list[list[torch.Tensor] | str] = []
         try:
-            data = _read_until(self.fd, _HEADER.size + MAX_NAME * 20 + sum(self.sizes), self.deadline)
+            for out_fd, results, sizes in self.pending:
+                answers.append(self._answer(out_fd, results, sizes))
         finally:
-            os.close(self.fd)
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            os.waitpid(self.pid, 0)
-        if data is None:
+            self.close()
+        return answers
+
+    def _answer(self, out_fd: int, results: list[torch.Tensor], sizes: list[int]) -> list[torch.Tensor] | str:
+        left = self.deadline - time.monotonic()
+        buffered = b"\n" in self.channel.buffer  # an earlier receive may have read this answer too
+        if not buffered and (left <= 0 or not select.select([self.channel.sock], [], [], left)[0]):
             return f"it did not finish within {self.timeout_s:.0f} s"
-        return self._parse(data)
-
-    def _parse(self, data: bytes) -> list[torch.Tensor] | str:
-        if len(data) < _HEADER.size:
-            return "the replay process ended without an answer"
-        (header_len,) = _HEADER.unpack_from(data)
+        self.channel.sock.settimeout(max(0.1, self.deadline - time.monotonic()))
         try:
-            header = json.loads(data[_HEADER.size:_HEADER.size + header_len])
-        except ValueError:
+            reply = self.channel.receive()
+        except (OSError, ValueError, RecursionError):
             return "the replay process's answer is malformed"
-        if not isinstance(header, dict) or header.get("ok") is not True:
-            return str(header.get("error") if isinstance(header, dict) else "malformed answer")[:600]
-        payload = memoryview(data)[_HEADER.size + header_len:]
-        if len(payload) != sum(self.sizes):
-            return "the replay process's answer has the wrong size"
+        if reply is None:
+            return "the replay process ended without an answer (killed: out of memory or CPU time?)"
+        if reply.get("ok") is not True:
+            return str(reply.get("error") or "the replay failed")[:600]
         start = 0
-        for tensor, size in zip(self.results, self.sizes, strict=True):
+        for tensor, size in zip(results, sizes, strict=True):
             if size:
-                chunk = torch.frombuffer(bytearray(payload[start:start + size]), dtype=torch.uint8)
-                tensor.view(-1).view(torch.uint8).copy_(chunk)
+                data = os.pread(out_fd, size, start)
+                tensor.view(-1).view(torch.uint8).copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8))
             start += size
-        return self.results
+        return results
 
-
-def _read_until(fd: int, limit: int, deadline: float) -> bytes | None:
-    """Everything written to `fd` until it closes (at most `limit` bytes); None past `deadline`."""
-    chunks, total = [], 0
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
-            return None
-        chunk = os.read(fd, 1 << 20)
-        if not chunk or total >= limit:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        total += len(chunk)
-
-
-def _replay_child(fd: int, module_text: str, launches: list[dict[str, Any]], buffers: dict[int, torch.Tensor],
-                  outputs: list[dict[str, Any]], timeout_s: float) -> None:
-    """The forked replay: confine, replay, write the answer, exit. Never returns."""
-    try:
-        header: dict[str, Any] = {"ok": True}
-        payload = b""
+    def close(self) -> None:
+        for out_fd, _, _ in self.pending:
+            os.close(out_fd)
+        self.pending = []
+        self.channel.sock.close()
         try:
-            _confine_child(fd, timeout_s)
-            from kernelrl.evaluate.backends.triton_replay import replay
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.waitpid(self.pid, 0)
 
-            replayed = replay(module_text, launches, buffers, outputs)
-            payload = b"".join(t.contiguous().view(-1).view(torch.uint8).numpy().tobytes() for t in replayed)
-        except BaseException as exc:  # the candidate's kernels failing on replay is an answer too
-            header, payload = {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:400]}"}, b""
-        encoded = json.dumps(header).encode()
-        view = memoryview(_HEADER.pack(len(encoded)) + encoded + payload)
-        while view:
-            view = view[os.write(fd, view):]
+
+def _memfd(size: int) -> int:
+    fd = os.memfd_create("kernelrl-replay", os.MFD_CLOEXEC)
+    os.ftruncate(fd, max(size, 1))
+    return fd
+
+
+def _serve_replays(sock: socket.socket, timeout_s: float) -> None:
+    """The replay server's loop: confine, then one job per message until the judge closes. Never returns."""
+    try:
+        _confine_child(sock.fileno(), timeout_s)
+        from kernelrl.evaluate.backends.triton_replay import replay
+        from kernelrl.evaluate.exchange import Channel
+
+        channel = Channel(sock)
+        while channel.receive() is not None:
+            fds = [channel.take_fd() for _ in range(3)]
+            try:
+                reply = _replay_job(replay, *fds)
+            except BaseException as exc:  # the candidate's kernels failing on replay is an answer too
+                reply = {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:400]}"}
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            channel.send(reply)
     finally:
         os._exit(0)
+
+
+def _replay_job(replay: Any, job_fd: int, in_fd: int, out_fd: int) -> dict[str, Any]:
+    job = json.loads(os.pread(job_fd, os.fstat(job_fd).st_size, 0))
+    size = os.fstat(in_fd).st_size
+    view = mmap.mmap(in_fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    base = torch.frombuffer(view, dtype=torch.uint8)
+    buffers = {int(storage): base[at:at + n] for storage, at, n in job["buffers"]}
+    replayed = [t.contiguous().view(-1).view(torch.uint8) for t in replay(job["module"], job["launches"], buffers,
+                                                                       job["outputs"])]
+    total = sum(t.numel() for t in replayed)
+    if total > os.fstat(out_fd).st_size:
+        raise ValueError("the replayed outputs do not fit the room the judge made for them")
+    if total:  # mapped, not written: the server may write no file (RLIMIT_FSIZE 0)
+        out = torch.frombuffer(mmap.mmap(out_fd, total, prot=mmap.PROT_READ | mmap.PROT_WRITE), dtype=torch.uint8)
+        torch.cat(replayed, out=out)
+    return {"ok": True}
 
 
 def _confine_child(keep_fd: int, timeout_s: float) -> None:
