@@ -4,11 +4,12 @@ made the outputs, so the judge re-runs the recorded kernel work on its own side 
 
 - Triton (`backends.triton_replay`): the first trial is a `proof_call`; the candidate process records the
   launches of that forward and where the input set's tensors, the model's state and the outputs live. The
-  judge extracts the `@triton.jit` kernels from the source (AST allowlist), puts its own copies of the
-  inputs and reference weights where the launches read them, and a confined child of the judge (forked,
-  all descriptors but one pipe closed, the slot's uid, undumpable, seccomp, rlimits) runs exactly the
-  recorded launches under the interpreter, beside the remaining trials; after the last, its outputs must
-  match the reference: `[kernel-proof]`. Not on a GPU (triton there is in compiled mode).
+  judge extracts the `@triton.jit` kernels from the source (AST allowlist) and puts its own copies of the
+  inputs and reference weights where the launches read them; a replay server (a fork of the judge made
+  before any reference output existed; all descriptors but its socket closed, the slot's uid, undumpable,
+  seccomp, rlimits) runs exactly the recorded launches under the interpreter, on the first trial's inputs
+  and on the second's, beside the remaining trials; after the last, each must match its reference:
+  `[kernel-proof]`. Not on a GPU (triton there is in compiled mode).
 - NKI (`nki.verify`): the first trial's instruction traces are replayed by the judge's own interpreter on
   tensors it trusts, every output must be a replayed kernel's output, and the second trial's inputs must
   reproduce the second trial's outputs through the same traces (`alternate`). The cost note is the
@@ -409,7 +410,7 @@ def _replay_job(replay: Any, job_fd: int, in_fd: int, out_fd: int) -> dict[str, 
 
 
 def _confine_child(keep_fd: int, timeout_s: float) -> None:
-    """What the candidate process gets, less its sockets: no descriptor but the answer pipe, no files
+    """What the candidate process gets, less its channel: no descriptor but `keep_fd`, no files
     written, bounded CPU, the worker slot's uid (under bubblewrap as root), undumpable, the seccomp filter."""
     from kernelrl.evaluate.confine import install_seccomp, make_undumpable
     from kernelrl.evaluate.sandbox import EVAL_UID_BASE, SANDBOX_ENV, drop_capabilities

@@ -13,7 +13,7 @@ launch nothing. The proof instead rests on a replay outside it:
    they, their triton imports and module constants, with bodies refused where they hold anything a
    Triton compiler would not compile (imports, dunder or private attributes, names that are neither
    parameters, locals, kernels, constants nor triton's) - host compute cannot hide inside a kernel.
-3. A confined fork of the judge that runs no candidate module code (`evaluate.proof.ReplayChild` calls
+3. A confined fork of the judge that runs no candidate module code (`evaluate.proof.ReplayServer` calls
    `replay`) runs exactly the recorded launches, in order, on buffers of its own: the judge's trusted
    inputs and weights where a storage holds them and zeros everywhere else, then hands back the storages
    of the returned outputs; the judge compares those with the reference. An answer that no recorded launch
