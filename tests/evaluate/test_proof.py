@@ -1,6 +1,7 @@
 """The judge's side of the replayed proof of work (`evaluate.proof`): records from the candidate are
 bounded and rebuilt from checked fields, trusted bytes go only where a placement fits, and the Triton
-replay runs in a confined server that answers with bytes, in order, and is stopped at its deadline."""
+replay runs in a confined server that redoes the recorded copies and fills, answers with bytes, in
+order, and is stopped at its deadline."""
 
 from __future__ import annotations
 
@@ -49,7 +50,9 @@ def launch(kernel: str, **args: dict) -> dict:
     "not a list", [launch("elsewhere")], [{**launch("double"), "grid": [1, 2, 3, 4]}],
     [{**launch("double"), "grid": [True]}], [launch("double", x_ptr={"tensor": {"storage": -1}})],
     [launch("double", x_ptr={"value": {"nested": [1]}})], [launch("double", x_ptr={"unsupported": "list"})],
-    [launch("double")] * 5000,
+    [launch("double")] * 5000, [{"data": "fill", "out": {"tensor": {}}, "value": 1.0}],
+    [{"data": "move", "out": {"tensor": spec(torch.empty(2), 1)}}],
+    [{"data": "fill", "out": {"tensor": spec(torch.empty(2), 1)}, "value": "answer"}],
 ])
 def test_malformed_launch_records_are_refused(launches: object) -> None:
     with pytest.raises(StageFailed) as info:
@@ -89,6 +92,14 @@ def test_the_confined_server_replays_in_order_and_is_stopped_at_its_deadline(int
     time.sleep(1.0)  # both answers are then likely read by one receive: the second must still be found
     (first,), (second,) = server.results()  # type: ignore[misc]
     assert torch.equal(first, x * 2.0) and torch.equal(second, x2 * 2.0)
+    moved = spec(torch.empty(100), 3)  # a torch copy of x, then a fill of the copy's first half, then the kernel
+    data = [{"data": "copy", "out": {"tensor": moved}, "src": {"tensor": spec(x, 1)}},
+            {"data": "fill", "out": {"tensor": {**moved, "shape": [50]}}, "value": 0.5},
+            launch("double", x_ptr={"tensor": moved}, y_ptr={"tensor": y_spec}, n={"value": 100}, BLOCK={"value": 64})]
+    server = ReplayServer(30.0)
+    server.submit(KERNELS, clean_launches(data, {"double"}), trusted_buffers([(spec(x, 1), x)]), [y_spec])
+    ((out,),) = server.results()  # type: ignore[misc]
+    assert torch.equal(out, torch.cat([torch.ones(50), x[50:] * 2.0]))
     stuck = ReplayServer(1.0)
     stuck.submit(KERNELS, clean_launches([launch("forever", x_ptr={"tensor": spec(x, 1)})], {"forever"}),
                  trusted_buffers([(spec(x, 1), x)]), [])

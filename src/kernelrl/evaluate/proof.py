@@ -39,6 +39,7 @@ from kernelrl.evaluate.compare import compare_outputs
 from kernelrl.evaluate.guards import tensors
 from kernelrl.evaluate.result import Status
 from kernelrl.evaluate.spot_checks import SpotPlan
+from kernelrl.evaluate.timing_inputs import to_cpu
 
 if TYPE_CHECKING:
     from kernelrl.evaluate.judge import Judge
@@ -116,6 +117,7 @@ class TritonProof(_Replayed):
 
     def __init__(self, judge: Judge, ref_model: torch.nn.Module) -> None:
         super().__init__(judge, ref_model)
+        self.ref_model = ref_model
         self.server = ReplayServer(judge.config.timeouts.correctness / 2)  # before any reference output exists
         judge.spot = SpotPlan(random.SystemRandom().getrandbits(63))  # the server holds the old plan's seed
         judge.random = random.Random(random.SystemRandom().getrandbits(128))
@@ -149,6 +151,7 @@ class TritonProof(_Replayed):
             raise _refused("the proof record names too many state tensors")
         self.state_claims = [(clean_spec(_tensor_of(v), "state"), k) for k, v in state.items() if k in self.state]
         self.input_claims, self.module_text, self.outputs, self.launches = claimed, module_text, outputs, launches
+        self.kernel_launches = sum("kernel" in launch for launch in launches)
 
     def _placed(self, inputs: list[Any]) -> list[tuple[dict[str, Any], torch.Tensor]]:
         """(where the candidate says a trusted tensor lives, the judge's own copy of it): the first trial's
@@ -157,22 +160,25 @@ class TritonProof(_Replayed):
         return placed + [(spec, self.state[key]) for spec, key in self.state_claims]
 
     def finish(self) -> None:
+        if len(self.wanted) == 1:  # one trial: the second set is drawn here, with no candidate call
+            inputs = self.judge.inputs(1)
+            self.check(1, {}, to_cpu(inputs), None, self.judge.reference_forward(self.ref_model, inputs))
         wanted, self.wanted = self.wanted, []
         answers = self.server.results()
         for (expected, label), replayed in zip(wanted, answers, strict=True):
             if isinstance(replayed, str):
-                raise _refused(f"the judge's replay of your {len(self.launches)} recorded launch(es){label} failed: {replayed}")
+                raise _refused(f"the judge's replay of your {self.kernel_launches} recorded launch(es){label} failed: {replayed}")
             rtol, atol = self.judge._tolerance()
             outcome = compare_outputs(expected, replayed, rtol, atol)
             if not outcome.ok:
                 raise _refused(
-                    f"the output is not what your kernels compute: the judge replayed the {len(self.launches)} launch(es) "
+                    f"the output is not what your kernels compute: the judge replayed the {self.kernel_launches} launch(es) "
                     f"of your @triton.jit kernels recorded in forward on its own copy of the inputs{label}, and "
                     f"{outcome.message}; compute the whole output in the kernels you launch (not in a grid function, "
                     "NumPy, torch or the launch arguments)")
         if wanted:
             self.judge.result.notes.append(
-                f"kernel proof: {len(self.launches)} Triton launch(es) replayed by the judge on {len(wanted)} input "
+                f"kernel proof: {self.kernel_launches} Triton launch(es) replayed by the judge on {len(wanted)} input "
                 f"set(s) ({(time.perf_counter() - self.started) * 1000:.0f} ms, beside the other trials)")
 
 
@@ -219,6 +225,9 @@ def clean_launches(launches: Any, kernels: set[str]) -> list[dict[str, Any]]:
     three ints, at most MAX_ARGS named arguments (tensor placements or scalars)."""
     clean = []
     for launch in _bounded_list(launches, MAX_KERNEL_CALLS, "launches"):
+        if isinstance(launch, dict) and "data" in launch:
+            clean.append(_clean_data(launch))
+            continue
         if not isinstance(launch, dict) or launch.get("kernel") not in kernels:
             raise _refused("a recorded launch names no @triton.jit function of the source")
         grid = _bounded_list(launch.get("grid"), 3, "grid")
@@ -239,6 +248,17 @@ def clean_launches(launches: Any, kernels: set[str]) -> list[dict[str, Any]]:
         clean.append({"kernel": launch["kernel"], "grid": [_int(d, 0, 2**31 - 1, "a grid size") for d in grid],
                       "args": cleaned})
     return clean
+
+
+def _clean_data(entry: dict[str, Any]) -> dict[str, Any]:
+    """A recorded data movement (a torch copy or fill between launches), rebuilt from checked fields."""
+    out = {"tensor": clean_spec(_tensor_of(entry.get("out")), "copy/fill")}
+    if entry["data"] == "copy":
+        return {"data": "copy", "out": out, "src": {"tensor": clean_spec(_tensor_of(entry.get("src")), "copy source")}}
+    value = entry.get("value")
+    if entry["data"] != "fill" or not isinstance(value, bool | int | float) or (isinstance(value, int) and abs(value) >= 2**63):
+        raise _refused("a recorded data movement is neither a copy nor a fill with a number")
+    return {"data": "fill", "out": out, "value": value}
 
 
 def trusted_buffers(placed: list[tuple[dict[str, Any], torch.Tensor]]) -> dict[int, torch.Tensor]:

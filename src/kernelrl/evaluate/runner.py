@@ -175,13 +175,14 @@ class Runner:
         process's memory. A claim, like every reply: a lie only makes the replay disagree."""
         name = str(request["set"])
         if self.backend == "triton":
-            from kernelrl.evaluate.backends.triton_replay import LaunchLog
+            from kernelrl.evaluate.backends.triton_replay import DataLog, LaunchLog
 
             LaunchLog.install()
             LaunchLog.take()
             LaunchLog.recording = True
             try:
-                reply = self.op_call({"sets": [name], "count": True})
+                with DataLog():
+                    reply = self.op_call({"sets": [name], "count": True})
             finally:
                 LaunchLog.recording = False
             record: dict[str, Any] = {"launches": LaunchLog.take(), **self._triton_placements(name)}

@@ -32,6 +32,7 @@ import types
 from typing import Any, ClassVar
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from kernelrl.evaluate.backends.base import decorated_jit
 
@@ -69,6 +70,7 @@ class LaunchLog:
 
     launches: ClassVar[list[dict[str, Any]]] = []
     recording: ClassVar[bool] = True  # off: launches pass straight through (no cost on timed calls)
+    inside: ClassVar[int] = 0  # > 0 while a recorded launch runs
     _installed: ClassVar[bool] = False
 
     @classmethod
@@ -94,7 +96,11 @@ class LaunchLog:
             if len(cls.launches) < MAX_LAUNCHES:
                 cls.launches.append({"kernel": getattr(getattr(self, "fn", None), "__name__", "?"), "grid": dims,
                                      "args": {k: describe_argument(v) for k, v in bound.items() if k not in LAUNCH_OPTIONS}})
-            return original(self, *args, grid=tuple(dims), warmup=warmup, **kwargs)
+            cls.inside += 1  # the interpreter's own torch ops are no data movement of the forward's
+            try:
+                return original(self, *args, grid=tuple(dims), warmup=warmup, **kwargs)
+            finally:
+                cls.inside -= 1
 
         return run
 
@@ -103,6 +109,38 @@ class LaunchLog:
         """The launches since the last take (one forward's)."""
         launches, cls.launches = list(cls.launches), []
         return launches
+
+
+_COPIES = {"clone": 0, "_to_copy": 0, "copy_": 1}  # aten op -> position of its source tensor
+_FILLS = {"full": 1, "full_like": 1, "new_full": 2, "fill_": 1}  # aten op -> position of its fill value
+_CONSTANT_FILLS = {"zeros": 0, "zeros_like": 0, "new_zeros": 0, "zero_": 0, "ones": 1, "ones_like": 1, "new_ones": 1}
+_IN_PLACE = {"copy_", "fill_", "zero_"}
+
+
+class DataLog(TorchDispatchMode):
+    """While active (one recorded forward), the torch ops that move data without arithmetic - copies,
+    dtype conversions, fills - go into `LaunchLog.launches` in order with the launches, as
+    `{"data": "copy", "out", "src"}` or `{"data": "fill", "out", "value"}`, so the replay redoes them
+    (`weight.t().contiguous()`, `x.float()`, `torch.full(..., -inf)` before an atomic max)."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        result = func(*args, **(kwargs or {}))
+        name = func.overloadpacket.__name__
+        if LaunchLog.inside or len(LaunchLog.launches) >= MAX_LAUNCHES:
+            return result
+        out = args[0] if name in _IN_PLACE else result
+        entry: dict[str, Any] | None = None
+        if name in _COPIES and len(args) > _COPIES[name] and isinstance(args[_COPIES[name]], torch.Tensor):
+            entry = {"data": "copy", "src": describe_argument(args[_COPIES[name]])}
+        elif name in _FILLS and len(args) > _FILLS[name] and isinstance(args[_FILLS[name]], bool | int | float):
+            entry = {"data": "fill", "value": args[_FILLS[name]]}
+        elif name in _CONSTANT_FILLS:
+            entry = {"data": "fill", "value": _CONSTANT_FILLS[name]}
+        if entry is not None and isinstance(out, torch.Tensor):
+            entry["out"] = describe_argument(out)
+            if all(str(entry[k]["tensor"]["dtype"]) in _DTYPES for k in ("out", "src") if k in entry):
+                LaunchLog.launches.append(entry)
+        return result
 
 
 # -- judge side: which code may be replayed ----------------------------------------------------------
@@ -272,6 +310,17 @@ def _view(buffers: dict[int, torch.Tensor], spec: dict[str, Any]) -> torch.Tenso
     return usable.as_strided([int(s) for s in spec["shape"]], [int(s) for s in spec["stride"]], int(spec["offset"]))
 
 
+def _move(buffers: dict[int, torch.Tensor], entry: dict[str, Any]) -> None:
+    """Redo one recorded data movement (`DataLog`) on the replay's buffers."""
+    out = _view(buffers, entry["out"]["tensor"])
+    if entry["data"] == "copy":
+        out.copy_(_view(buffers, entry["src"]["tensor"]))
+    elif entry["data"] == "fill":
+        out.fill_(entry["value"])
+    else:
+        raise KernelRefused(f"unknown data movement {entry['data']!r}")
+
+
 def replay(module_text: str, launches: list[dict[str, Any]], inputs: dict[int, torch.Tensor],
            outputs: list[dict[str, Any]]) -> list[torch.Tensor]:
     """Run `launches` of the kernels in `module_text` (from `kernel_module`) on buffers of this process:
@@ -281,6 +330,9 @@ def replay(module_text: str, launches: list[dict[str, Any]], inputs: dict[int, t
     exec(compile(module_text, "<kernels>", "exec"), namespace)
     buffers = {int(k): v.reshape(-1).view(torch.uint8).clone() for k, v in inputs.items()}
     for launch in launches[:MAX_LAUNCHES]:
+        if "data" in launch:
+            _move(buffers, launch)
+            continue
         kernel = namespace.get(str(launch.get("kernel")))
         if kernel is None or type(kernel).__name__ not in ("JITFunction", "InterpretedFunction"):
             raise KernelRefused(f"a launch names {launch.get('kernel')!r}, which is no @triton.jit function of the source")
