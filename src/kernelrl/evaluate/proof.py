@@ -466,6 +466,7 @@ class NkiProof(_Replayed):
 
     def __init__(self, judge: Judge, ref_model: torch.nn.Module) -> None:
         super().__init__(judge, ref_model)
+        self.ref_model = ref_model
         self.first: tuple[list[Any], list[torch.Tensor], list[torch.Tensor]] | None = None
         self.done = False
 
@@ -477,8 +478,16 @@ class NkiProof(_Replayed):
             self._verify((self._known(inputs), tensors(actual)))
 
     def finish(self) -> None:
-        if not self.done and self.first is not None:
-            self._verify(None)
+        if not self.done and self.first is not None:  # one trial: a second set, drawn and checked here
+            judge, inputs = self.judge, self.judge.inputs(1)
+            expected = judge.reference_forward(self.ref_model, inputs)
+            judge.process.send_inputs("trial", {"t1": inputs})
+            judge.process.request({"op": "call", "sets": ["t1"], "count": True})
+            actual = judge.process.read_outputs([0])[0]
+            outcome = compare_outputs(to_cpu(expected), actual, *judge._tolerance())
+            if not outcome.ok:
+                raise _refused(f"forward on another input set: {outcome.message}")
+            self._verify((self._known(to_cpu(inputs)), tensors(actual)))
 
     def _known(self, inputs: list[Any]) -> list[torch.Tensor]:
         return [*tensors(inputs), *self.state.values()]
