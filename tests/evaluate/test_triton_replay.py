@@ -64,7 +64,9 @@ def test_answers_no_kernel_stored_are_not(replayer: object, case: str) -> None:
 
 @pytest.mark.parametrize("body", ["import numpy", "y = x_ptr.__class__", "y = np.maximum(x_ptr, 0)", "y = open('f')",
                                   "y = triton.runtime.jit.os.getcwd()", "y = x_ptr.handle.data.sum()",
-                                  "y = tl.load(x_ptr, mask=[q for q in range(2)])"])
+                                  "y = tl.load(x_ptr, mask=[q for q in range(2)])",
+                                  "tl.core.builtins.exec('0')", "y = triton.language.core.math.exp(1.0)",
+                                  "m = tl.core\n    m.builtins.exec('0')"])
 def test_host_code_in_a_kernel_is_refused(replayer: object, body: str) -> None:
     source = f"import triton\nimport triton.language as tl\n@triton.jit\ndef k(x_ptr):\n    {body}\n"
     with pytest.raises(replayer.KernelRefused):  # type: ignore[attr-defined]
@@ -72,3 +74,14 @@ def test_host_code_in_a_kernel_is_refused(replayer: object, body: str) -> None:
     annotated = "import triton\n@triton.jit\ndef k(x_ptr: __import__('os').getcwd()):\n    pass\n"
     with pytest.raises(replayer.KernelRefused):  # type: ignore[attr-defined]
         replayer.kernel_module(annotated)  # type: ignore[attr-defined]
+
+
+def test_names_imported_from_beyond_triton_language_are_not_replayed(replayer: object) -> None:
+    """`from triton.language.core import builtins` binds Python's builtins: left out, so a kernel naming it is refused."""
+    for imported, use in (("from triton.language.core import builtins", "builtins.exec('0')"),
+                          ("from triton.language.core.builtins import exec", "exec('0')")):
+        source = f"import triton\nimport triton.language as tl\n{imported}\n@triton.jit\ndef k(x_ptr):\n    {use}\n"
+        with pytest.raises(replayer.KernelRefused):  # type: ignore[attr-defined]
+            replayer.kernel_module(source)  # type: ignore[attr-defined]
+    kept = "import triton\nfrom triton.language.extra import libdevice\n@triton.jit\ndef k(x_ptr):\n    libdevice.tanh(1.0)\n"
+    assert "libdevice" in replayer.kernel_module(kept)[0]  # type: ignore[attr-defined]

@@ -38,7 +38,7 @@ from kernelrl.evaluate.result import Status
 from kernelrl.evaluate.spot_checks import SMALL_OUTPUT_BYTES, SPOT_RUN, SpotPlan
 
 CANDIDATE_STATUSES = {"compile_error": Status.COMPILE_ERROR, "runtime_error": Status.RUNTIME_ERROR}
-STOPPING_OPS = frozenset({"call", "ping"})  # after these replies the candidate is stopped until the next request
+STOPPING_OPS = frozenset({"call", "proof_call", "ping"})  # after these replies the candidate is stopped until the next request
 STOP_TIMEOUT_S = 2.0  # a candidate that has not stopped by then is refused
 MAX_OUTPUT_LEAVES = 1 << 14  # tensor or value leaves in one call reply's descriptions
 MAX_OUTPUT_DEPTH = 16  # nesting of lists in one output
@@ -95,8 +95,9 @@ class CandidateProcess:
         if reply.get("ok") is not True:
             status = CANDIDATE_STATUSES.get(str(reply.get("status")), Status.RUNTIME_ERROR)
             raise StageFailed(status, str(reply.get("message", "the candidate process reported a failure"))[:8000])
-        if op == "call":
-            self._outputs, self._calls, self._checked = reply.get("outputs"), len(message.get("sets") or []), None
+        if op in ("call", "proof_call"):
+            sets = message.get("sets") or [message["set"]]
+            self._outputs, self._calls, self._checked = reply.get("outputs"), len(sets), None
         return reply
 
     def stop(self) -> None:
@@ -275,6 +276,17 @@ class CandidateProcess:
             return positions, values, shape
         except (KeyError, TypeError, ValueError, OSError) as exc:
             raise StageFailed(Status.INCORRECT, f"the candidate's output could not be read: {exc}") from None
+
+    def read_record(self, where: Any, limit: int) -> bytes:
+        """The bytes the candidate says lie at `where` ([address, length]) in its memory, at most `limit`
+        of them (a record its reply points to, e.g. the proof of work)."""
+        try:
+            address, length = (int(v) for v in where)
+            if not 0 < length <= limit:
+                raise ValueError(f"a record of {length} bytes (at most {limit})")
+            return read_remote(self.pid, [(address, length)]) or b""
+        except (TypeError, ValueError, OSError) as exc:
+            raise StageFailed(Status.REJECTED, f"[kernel-proof] the proof record could not be read: {exc}") from None
 
     def close(self) -> None:
         self.resume()

@@ -55,6 +55,7 @@ from kernelrl.evaluate.guards import (
 )
 from kernelrl.evaluate.loading import CANDIDATE_FILE, TASK_FILE, load_module
 from kernelrl.evaluate.perf_sampler import sampling_method
+from kernelrl.evaluate.proof import Proof, kernel_proof
 from kernelrl.evaluate.result import Correctness, EvalResult, StageReport, Status, Timing
 from kernelrl.evaluate.spot_checks import SpotPlan, differing_positions, read_spots
 from kernelrl.evaluate.static import run_static_checks
@@ -188,18 +189,20 @@ class Judge:
         self.result.correctness = detail
         torch_ops: dict[str, int] = {}
         made = {"t0": self.inputs(0)}
+        proof = kernel_proof(self, ref_model)  # replayed proof of work (triton, nki): evaluate.proof
         batched = trials * _input_bytes(made["t0"]) <= SHARED_TRIALS_BYTES
         if batched:
             made |= {f"t{trial}": self.inputs(trial) for trial in range(1, trials)}
             shared = self.process.send_inputs("trial", made)
-            self._run_trials([0], made, shared, ref_model, torch_ops)
+            self._run_trials([0], made, shared, ref_model, torch_ops, proof)
             if trials > 1:
-                self._run_trials(list(range(1, trials)), made, shared, ref_model, torch_ops)
+                self._run_trials(list(range(1, trials)), made, shared, ref_model, torch_ops, proof)
         else:
             for trial in range(trials):
                 inputs = made.pop(f"t{trial}") if trial == 0 else self.inputs(trial)
                 shared = self.process.send_inputs("trial", {f"t{trial}": inputs})
-                self._run_trials([trial], {f"t{trial}": inputs}, shared, ref_model, torch_ops)
+                self._run_trials([trial], {f"t{trial}": inputs}, shared, ref_model, torch_ops, proof)
+        proof.finish()
         self.result.kernel_calls = {str(k): int(v) for k, v in self.process.request({"op": "counters"})["kernel_calls"].items()}
         if self.config.guards and self.candidate.backend == "cuda" and self.device.type == "cuda":
             self._check_cuda_kernels_ran()
@@ -207,7 +210,7 @@ class Judge:
             self.result.notes.append("torch compute ops in forward: " + ", ".join(f"{k}x{v}" for k, v in torch_ops.items()))
 
     def _run_trials(self, trials: list[int], made: dict[str, list[Any]], shared: dict[str, list[Any]],
-                    ref_model: torch.nn.Module, torch_ops: dict[str, int]) -> None:
+                    ref_model: torch.nn.Module, torch_ops: dict[str, int], proof: Proof) -> None:
         """One request that runs forward on each listed trial's inputs; each output read whole and compared
         with the reference's, in order (the first wrong one fails the stage)."""
         rtol, atol = self._tolerance()
@@ -217,7 +220,8 @@ class Judge:
         self.trial_set = names[0]
         expected = [self.reference_forward(ref_model, made[name]) for name in names]
         try:
-            reply = self.process.request({"op": "call", "sets": names, "count": True})
+            message = proof.message(trials[0], names[0]) if len(names) == 1 else {"op": "call", "sets": names, "count": True}
+            reply = self.process.request(message)
         except StageFailed as failure:
             detail.failing_trial = trials[0]
             if failure.status == Status.RUNTIME_ERROR:
@@ -236,6 +240,7 @@ class Judge:
             if not outcome.ok:
                 detail.failing_trial, detail.message = trial, outcome.message
                 raise StageFailed(Status.INCORRECT, f"trial {trial + 1}/{detail.trials}: {outcome.message}")
+            proof.check(trial, reply, to_cpu(made[f"t{trial}"]), actual, want)
             detail.passed += 1
 
     def _check_cuda_kernels_ran(self) -> None:
@@ -271,8 +276,6 @@ class Judge:
                 f"[host-compute] {reply['foreign_outputs']} output(s) of forward did not come from an NKI kernel (computed "
                 "on the host); return the HBM tensor your kernel stores its result into",
             )
-        if reply.get("nki_cost") and not any(n.startswith("estimated NKI cost") for n in self.result.notes):
-            self.result.notes.append(_nki_cost_note(reply["nki_cost"]))
         ops = {str(k): int(v) for k, v in (reply.get("torch_ops") or {}).items()}
         for name, count in ops.items():
             torch_ops[name] = torch_ops.get(name, 0) + count
@@ -595,13 +598,3 @@ def environment(backend: Backend, device: torch.device, config: EvalConfig) -> d
         env["triton"] = getattr(sys.modules["triton"], "__version__", "?")
     return env
 
-
-def _nki_cost_note(cost: dict[str, Any]) -> str:
-    """One line of the NKI interpreter's estimate for a forward (reported by the candidate process: feedback)."""
-    forwards = max(1, int(cost.get("forwards") or 1))
-    if int(cost.get("sdk_simulated") or 0) >= int(cost.get("kernels") or 0) > 0:
-        return "estimated NKI cost: none (the kernels ran in the Neuron SDK's CPU simulator, which gives no cost)"
-    engines = ", ".join(f"{k} {v / forwards:.2f}" for k, v in (cost.get("estimated_busy_us") or {}).items() if v)
-    return (f"estimated NKI cost (interpreter, not wall time; reported by the candidate process): "
-            f"{float(cost.get('estimated_total_us', 0.0)) / forwards:.2f} us per forward ({engines} us), "
-            f"bottleneck {cost.get('bottleneck')}")

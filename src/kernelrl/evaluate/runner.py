@@ -13,6 +13,8 @@ security boundary.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import json
 import os
 import sys
 from typing import Any
@@ -170,6 +172,45 @@ class Runner:
             reply |= {"kernel_calls": cost.kernels, "nki_cost": {**cost.to_dict(), "forwards": len(sets)},
                       "foreign_outputs": sum(t.untyped_storage().data_ptr() not in produced for t in returned)}
         return reply
+
+    def op_proof_call(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The counted call on one input set, recording what the judge replays as the proof of work
+        (`evaluate.proof`): the Triton launches, or the NKI instruction traces. The record is kept here as
+        JSON bytes; the reply says where (`proof`: address, length) and the judge reads it from this
+        process's memory. A claim, like every reply: a lie only makes the replay disagree."""
+        name = str(request["set"])
+        if self.backend == "triton":
+            from kernelrl.evaluate.backends.triton_replay import DataLog, LaunchLog
+
+            LaunchLog.install()
+            LaunchLog.take()
+            LaunchLog.recording = True
+            try:
+                with DataLog():
+                    reply = self.op_call({"sets": [name], "count": True})
+            finally:
+                LaunchLog.recording = False
+            record: dict[str, Any] = {"launches": LaunchLog.take(), **self._triton_placements(name)}
+        else:
+            from kernelrl.nki.interpret import collect_traces
+
+            with collect_traces() as traces:
+                reply = self.op_call({"sets": [name], "count": True})
+            record = {"traces": traces}
+        self.proof_record = bytearray(json.dumps(record).encode())
+        buffer = (ctypes.c_char * len(self.proof_record)).from_buffer(self.proof_record)
+        return {**reply, "proof": [ctypes.addressof(buffer), len(self.proof_record)]}
+
+    def _triton_placements(self, name: str) -> dict[str, Any]:
+        """Where the input set's tensors, the model's state and the call's outputs live (storages), so the
+        judge can put its own copies of the trusted ones where the recorded launches read them."""
+        from kernelrl.evaluate.backends.triton_replay import describe_argument
+        from kernelrl.evaluate.guards import tensors
+
+        assert self.model is not None
+        return {"inputs": [describe_argument(t) for t in tensors(self.inputs[name])],
+                "state": {k: describe_argument(v) for k, v in self.model.state_dict().items()},
+                "outputs": [describe_argument(t) for t in tensors(self.kept[0] if self.kept else None)]}
 
     def op_launched_kernels(self, request: dict[str, Any]) -> dict[str, Any]:
         """Names of the GPU kernels one forward launches, from torch's profiler (feedback only)."""

@@ -25,6 +25,13 @@ def preload_for(backend: str) -> None:
             importlib.import_module(module)
         except ImportError:
             pass
+    if backend == "triton" and os.environ.get("TRITON_INTERPRET") == "1":
+        try:  # the interpreter's one-time setup, here instead of in each candidate process and replay child
+            from kernelrl.evaluate.backends.triton_replay import warm_interpreter
+
+            warm_interpreter()
+        except Exception:
+            pass
     _PRELOADED.add(backend)
 
 

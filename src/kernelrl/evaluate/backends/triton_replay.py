@@ -13,23 +13,26 @@ launch nothing. The proof instead rests on a replay outside it:
    they, their triton imports and module constants, with bodies refused where they hold anything a
    Triton compiler would not compile (imports, dunder or private attributes, names that are neither
    parameters, locals, kernels, constants nor triton's) - host compute cannot hide inside a kernel.
-3. A clean, confined process that never ran candidate module code (`replay`) runs exactly the recorded
-   launches, in order, on buffers of its own: the judge's trusted inputs where a storage is an input
-   and zeros everywhere else, then hands back the storages of the returned outputs; the judge compares
-   those with the reference. An answer that no recorded launch of the candidate's kernels stored - made
-   by a grid callable, NumPy, torch or a lie - is not in the replay: `[kernel-proof]`.
+3. A confined fork of the judge that runs no candidate module code (`evaluate.proof.ReplayServer` calls
+   `replay`) runs exactly the recorded launches, in order, on buffers of its own: the judge's trusted
+   inputs and weights where a storage holds them and zeros everywhere else, then hands back the storages
+   of the returned outputs; the judge compares those with the reference. An answer that no recorded launch
+   of the candidate's kernels stored - made by a grid callable, NumPy, torch or a lie - is not in the
+   replay: `[kernel-proof]`.
 
 The replay proves what the verdict rewards without a GPU (a correct kernel: no time is measured
-there). On a GPU it proves the kernels compute the answer, not that the timed calls ran them.
+there). It is not run on a GPU (see DESIGN.md, "Round three: proof of work").
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import types
 from typing import Any, ClassVar
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from kernelrl.evaluate.backends.base import decorated_jit
 
@@ -66,6 +69,8 @@ class LaunchLog:
     """Records every Triton launch (kernel, grid as ints, described arguments) made in this process."""
 
     launches: ClassVar[list[dict[str, Any]]] = []
+    recording: ClassVar[bool] = True  # off: launches pass straight through (no cost on timed calls)
+    inside: ClassVar[int] = 0  # > 0 while a recorded launch runs
     _installed: ClassVar[bool] = False
 
     @classmethod
@@ -82,7 +87,7 @@ class LaunchLog:
     def _recording(cls, original: Any) -> Any:
         @functools.wraps(original)
         def run(self: Any, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
-            if warmup:
+            if warmup or not cls.recording:
                 return original(self, *args, grid=grid, warmup=warmup, **kwargs)
             names = list(getattr(self, "arg_names", None) or getattr(getattr(self, "fn", None), "arg_names", []))
             bound = {**dict(zip(names, args, strict=False)), **kwargs}
@@ -91,7 +96,11 @@ class LaunchLog:
             if len(cls.launches) < MAX_LAUNCHES:
                 cls.launches.append({"kernel": getattr(getattr(self, "fn", None), "__name__", "?"), "grid": dims,
                                      "args": {k: describe_argument(v) for k, v in bound.items() if k not in LAUNCH_OPTIONS}})
-            return original(self, *args, grid=tuple(dims), warmup=warmup, **kwargs)
+            cls.inside += 1  # the interpreter's own torch ops are no data movement of the forward's
+            try:
+                return original(self, *args, grid=tuple(dims), warmup=warmup, **kwargs)
+            finally:
+                cls.inside -= 1
 
         return run
 
@@ -100,6 +109,38 @@ class LaunchLog:
         """The launches since the last take (one forward's)."""
         launches, cls.launches = list(cls.launches), []
         return launches
+
+
+_COPIES = {"clone": 0, "_to_copy": 0, "copy_": 1}  # aten op -> position of its source tensor
+_FILLS = {"full": 1, "full_like": 1, "new_full": 2, "fill_": 1}  # aten op -> position of its fill value
+_CONSTANT_FILLS = {"zeros": 0, "zeros_like": 0, "new_zeros": 0, "zero_": 0, "ones": 1, "ones_like": 1, "new_ones": 1}
+_IN_PLACE = {"copy_", "fill_", "zero_"}
+
+
+class DataLog(TorchDispatchMode):
+    """While active (one recorded forward), the torch ops that move data without arithmetic - copies,
+    dtype conversions, fills - go into `LaunchLog.launches` in order with the launches, as
+    `{"data": "copy", "out", "src"}` or `{"data": "fill", "out", "value"}`, so the replay redoes them
+    (`weight.t().contiguous()`, `x.float()`, `torch.full(..., -inf)` before an atomic max)."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        result = func(*args, **(kwargs or {}))
+        name = func.overloadpacket.__name__
+        if LaunchLog.inside or len(LaunchLog.launches) >= MAX_LAUNCHES:
+            return result
+        out = args[0] if name in _IN_PLACE else result
+        entry: dict[str, Any] | None = None
+        if name in _COPIES and len(args) > _COPIES[name] and isinstance(args[_COPIES[name]], torch.Tensor):
+            entry = {"data": "copy", "src": describe_argument(args[_COPIES[name]])}
+        elif name in _FILLS and len(args) > _FILLS[name] and isinstance(args[_FILLS[name]], bool | int | float):
+            entry = {"data": "fill", "value": args[_FILLS[name]]}
+        elif name in _CONSTANT_FILLS:
+            entry = {"data": "fill", "value": _CONSTANT_FILLS[name]}
+        if entry is not None and isinstance(out, torch.Tensor):
+            entry["out"] = describe_argument(out)
+            if all(str(entry[k]["tensor"]["dtype"]) in _DTYPES for k in ("out", "src") if k in entry):
+                LaunchLog.launches.append(entry)
+        return result
 
 
 # -- judge side: which code may be replayed ----------------------------------------------------------
@@ -132,14 +173,8 @@ def kernel_module(source: str) -> tuple[str, list[str]]:
             constants.append(node)
         elif isinstance(node, ast.FunctionDef) and decorated_jit(node):
             kernels.append(node)
-    aliases = {}
-    for node in imports:
-        for alias in node.names:
-            if isinstance(node, ast.ImportFrom):
-                aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-            else:
-                aliases[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
-    aliases |= {"triton": "triton", "tl": "triton.language"}
+    aliases = {"triton": "triton", "tl": "triton.language"}
+    imports = [kept for node in imports if (kept := _triton_imports(node, aliases)) is not None]
     allowed = SAFE_BUILTINS | set(aliases) | {c.targets[0].id for c in constants} | {k.name for k in kernels}  # type: ignore[attr-defined]
     for kernel in kernels:
         kernel.decorator_list = []
@@ -148,6 +183,25 @@ def kernel_module(source: str) -> tuple[str, list[str]]:
     header = [ast.parse("import triton\nimport triton.language as tl").body]
     module = ast.Module(body=[*header[0], *imports, *constants, *kernels], type_ignores=[])
     return ast.unparse(ast.fix_missing_locations(module)), [k.name for k in kernels]
+
+
+def _triton_imports(node: ast.Import | ast.ImportFrom, aliases: dict[str, str]) -> ast.stmt | None:
+    """`node` with only the names that are triton, triton.language or of it (recorded in `aliases`); a
+    name bound to anything else (`from triton.language.core import builtins`) is left out of the replay."""
+    kept = []
+    for alias in node.names:
+        if isinstance(node, ast.ImportFrom):
+            name, path = alias.asname or alias.name, f"{node.module}.{alias.name}"
+        else:
+            name = alias.asname or alias.name.split(".")[0]
+            path = alias.name if alias.asname else name
+        if path in ("triton", "triton.language") or path in TRITON_FUNCTIONS or (
+                path.startswith("triton.language.") and _triton_language(path)):
+            aliases[name] = path
+            kept.append(alias)
+    if not kept:
+        return None
+    return ast.ImportFrom(module=node.module, names=kept, level=0) if isinstance(node, ast.ImportFrom) else ast.Import(names=kept)
 
 
 _REFUSED_NODES = (ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.Lambda, ast.ClassDef, ast.FunctionDef,
@@ -164,6 +218,45 @@ def _dotted(node: ast.expr) -> list[str] | None:
     if not isinstance(node, ast.Name):
         return None
     return [node.id, *reversed(parts)]
+
+
+@functools.lru_cache(maxsize=4096)
+def _triton_language(path: str) -> bool:
+    """Whether `path` (triton.language.a.b...) resolves, in this process's triton, through modules of
+    triton.language only, to a value of triton's own: not to `tl.core.builtins`, `tl.core.math` or
+    anything else those modules happen to import."""
+    import importlib
+
+    try:
+        value: Any = importlib.import_module("triton.language")
+    except ImportError:
+        return False
+    for name in path.split(".")[2:]:
+        if not _of_triton_language(value):
+            return False
+        value = getattr(value, name, None) or _submodule(f"{value.__name__}.{name}")
+        if value is None:
+            return False
+    if isinstance(value, types.ModuleType):
+        return _of_triton_language(value)
+    if isinstance(value, bool | int | float | str):
+        return True
+    owner = value if isinstance(value, type) or callable(value) else type(value)
+    return str(getattr(owner, "__module__", "") or "").startswith("triton.")
+
+
+def _submodule(name: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def _of_triton_language(value: Any) -> bool:
+    return isinstance(value, types.ModuleType) and (value.__name__ == "triton.language"
+                                                    or value.__name__.startswith("triton.language."))
 
 
 def _check_body(kernel: ast.FunctionDef, allowed: set[str], aliases: dict[str, str]) -> None:
@@ -185,7 +278,7 @@ def _check_body(kernel: ast.FunctionDef, allowed: set[str], aliases: dict[str, s
             chain = _dotted(node)
             if chain and chain[0] in aliases and chain[0] not in local:
                 path = ".".join([aliases[chain[0]], *chain[1:]])
-                if not (path.startswith("triton.language.") or path in TRITON_FUNCTIONS):
+                if not (path in TRITON_FUNCTIONS or (path.startswith("triton.language.") and _triton_language(path))):
                     raise KernelRefused(f"{where}: {path} is not part of triton.language")
             elif node.attr not in VALUE_ATTRIBUTES and not (chain and len(chain) == 2 and chain[0] in aliases):
                 raise KernelRefused(f"{where}: attribute {node.attr!r} of a value")
@@ -217,6 +310,17 @@ def _view(buffers: dict[int, torch.Tensor], spec: dict[str, Any]) -> torch.Tenso
     return usable.as_strided([int(s) for s in spec["shape"]], [int(s) for s in spec["stride"]], int(spec["offset"]))
 
 
+def _move(buffers: dict[int, torch.Tensor], entry: dict[str, Any]) -> None:
+    """Redo one recorded data movement (`DataLog`) on the replay's buffers."""
+    out = _view(buffers, entry["out"]["tensor"])
+    if entry["data"] == "copy":
+        out.copy_(_view(buffers, entry["src"]["tensor"]))
+    elif entry["data"] == "fill":
+        out.fill_(entry["value"])
+    else:
+        raise KernelRefused(f"unknown data movement {entry['data']!r}")
+
+
 def replay(module_text: str, launches: list[dict[str, Any]], inputs: dict[int, torch.Tensor],
            outputs: list[dict[str, Any]]) -> list[torch.Tensor]:
     """Run `launches` of the kernels in `module_text` (from `kernel_module`) on buffers of this process:
@@ -226,6 +330,9 @@ def replay(module_text: str, launches: list[dict[str, Any]], inputs: dict[int, t
     exec(compile(module_text, "<kernels>", "exec"), namespace)
     buffers = {int(k): v.reshape(-1).view(torch.uint8).clone() for k, v in inputs.items()}
     for launch in launches[:MAX_LAUNCHES]:
+        if "data" in launch:
+            _move(buffers, launch)
+            continue
         kernel = namespace.get(str(launch.get("kernel")))
         if kernel is None or type(kernel).__name__ not in ("JITFunction", "InterpretedFunction"):
             raise KernelRefused(f"a launch names {launch.get('kernel')!r}, which is no @triton.jit function of the source")
@@ -242,3 +349,25 @@ def replay(module_text: str, launches: list[dict[str, Any]], inputs: dict[int, t
                 raise KernelRefused(f"argument {name} of {launch['kernel']} is a {arg.get('unsupported')}, not a tensor or number")
         kernel[grid](**args)
     return [_view(buffers, spec).clone() for spec in outputs]
+
+
+_WARM_KERNEL = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def warm_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(y_ptr + offsets, tl.sum(tl.load(x_ptr + offsets, mask=mask), axis=0) + offsets * 0.0, mask=mask)
+"""
+
+
+def warm_interpreter() -> None:
+    """One tiny replay under the Triton interpreter (trusted code), so that forked evaluations (the
+    candidate process, the judge's replay child) inherit its one-time setup instead of paying ~0.15 s each."""
+    x, y = torch.ones(8), torch.empty(8)
+    spec = {k: describe_argument(v) for k, v in (("x_ptr", x), ("y_ptr", y))}
+    launch = {"kernel": "warm_kernel", "grid": [1], "args": {**spec, "n": {"value": 8}, "BLOCK": {"value": 8}}}
+    replay(_WARM_KERNEL, [launch], {x.untyped_storage().data_ptr(): x}, [spec["y_ptr"]["tensor"]])

@@ -3,7 +3,6 @@
 # redteam-task: nki_relu
 # redteam-policy: {"backend": "nki"}
 # redteam-reason: host-compute
-# redteam-escapes-before: nki-judge-replay
 # The ReLU is computed on the host in plain Python (no torch operator, no numpy) and handed to a kernel that
 # only copies it, so the forward's output is a kernel's output and the in-process counters see nothing. The
 # judge's replay (kernelrl.nki.verify.verify_forward) resolves each kernel argument by content against the

@@ -2,7 +2,6 @@
 # redteam-expect: rejected
 # redteam-task: scaled_relu
 # redteam-policy: {"backend": "triton"}
-# redteam-escapes-before: triton-replay
 # The kernel is launched, and stores nothing. Its launch grid is a callable, which Triton calls inside
 # the launch, where torch ops are not counted (the interpreter itself computes with torch there): the
 # callable computes relu(x) * scale with torch into the output and returns a one-program grid. Every

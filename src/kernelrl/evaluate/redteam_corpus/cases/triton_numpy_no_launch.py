@@ -2,7 +2,6 @@
 # redteam-expect: rejected
 # redteam-task: scaled_relu
 # redteam-policy: {"backend": "triton"}
-# redteam-escapes-before: triton-replay
 # A Triton kernel is defined and never launched; forward computes relu(x) * scale with NumPy on views
 # of the tensors (no torch op). Without a GPU the Triton backend asked for no launch at all.
 import numpy as np
