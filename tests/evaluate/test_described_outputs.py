@@ -112,21 +112,25 @@ def test_the_candidate_is_stopped_from_a_calls_reply_until_the_next_request(cand
 
 @pytest.mark.skipif(not sampling_available(), reason="ptrace sampling is not permitted here")
 def test_the_stop_holds_while_a_ptrace_sampler_traces_the_candidate(candidate_process: CandidateProcess) -> None:
-    """The tracer's stops are the sampler's to wait for: the judge then waits from /proc, and sampling goes on."""
+    """A tracer may resume a thread from its own stops: the judge holds the sampler while the candidate is
+    stopped (its stops kept), so no thread is seen running between the reply and the next request, and
+    sampling goes on."""
     x = torch.randn(64, 32)
     start(candidate_process, LATE_WRITER, x)
     sampler = PcSampler(candidate_process.pid, hz=1000)
     sampler.start()
+    candidate_process.tracer = sampler  # as the judge does for a ptrace sampler
     try:
-        for _ in range(5):
+        for _ in range(20):
             candidate_process.request({"op": "call", "sets": ["a"]})
             assert thread_states(candidate_process.pid) <= {"T", "t"}
             time.sleep(0.03)
             assert torch.equal(candidate_process.read_outputs([0])[0], torch.zeros(64, 32))
         candidate_process.request({"op": "counters"})
     finally:
+        candidate_process.tracer = None
         samples = sampler.stop()
-    assert samples.error is None
+    assert samples.error is None and samples.total > 0
     candidate_process.request({"op": "call", "sets": ["a"]})  # after the tracer left, waitpid again
     assert thread_states(candidate_process.pid) == {"T"}
 

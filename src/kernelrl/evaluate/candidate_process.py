@@ -70,6 +70,7 @@ class CandidateProcess:
         self._exit_status: int | None = None  # taken while waiting for a stop
         self._outputs: Any = None  # the last call reply's output descriptions, as sent
         self._calls = 0  # calls in that request
+        self.tracer: Any = None  # a ptrace sampler of the candidate (hold/wait_quiet/release), while one runs
         self._checked: list[Any] | None = None  # those descriptions, checked
 
     def request(self, message: dict[str, Any], fds: list[int] | None = None) -> dict[str, Any]:
@@ -103,6 +104,9 @@ class CandidateProcess:
     def stop(self) -> None:
         """Stop the candidate's process group and wait until the candidate (every thread) and every process
         it forked that is still its descendant have stopped (SIGSTOP cannot be caught or ignored)."""
+        tracer = self.tracer
+        if tracer is not None:  # its stops of the candidate's threads stay stopped until resume()
+            tracer.hold()
         try:
             os.killpg(self.pid, signal.SIGSTOP)
         except ProcessLookupError:
@@ -110,7 +114,10 @@ class CandidateProcess:
         self.stopped = True
         deadline = time.monotonic() + STOP_TIMEOUT_S
         try:
-            if threading.current_thread() is not threading.main_thread() or self._traced() or not self._wait_child():
+            traced = self._traced()
+            if traced and tracer is not None and not tracer.wait_quiet(deadline):
+                raise _StopTimeout
+            if threading.current_thread() is not threading.main_thread() or traced or not self._wait_child():
                 _wait_threads_stopped(self.pid, deadline)
             _wait_descendants_stopped(self.pid, deadline)
         except _StopTimeout:
@@ -121,6 +128,8 @@ class CandidateProcess:
         """Let the stopped candidate run again (before the next request)."""
         if self.stopped:
             self.stopped = False
+            if self.tracer is not None:
+                self.tracer.release()
             try:
                 os.killpg(self.pid, signal.SIGCONT)
             except ProcessLookupError:

@@ -372,7 +372,7 @@ class Judge:
                 slots.refill(order)
         finally:
             if sampler is not None:
-                self._record_coverage(sampler.stop(), time.perf_counter() - profile_start, self.process.cpu_seconds() - cpu_start)
+                self._record_coverage(self._stop_sampler(sampler), time.perf_counter() - profile_start, self.process.cpu_seconds() - cpu_start)
         enforced = sampler is not None and cfg.guards and cfg.torch_ops == "reject"  # else the timed calls' profile is all
         if enforced and not profile_settled(self.result.coverage, cfg.min_coverage):
             self._profile_more(k, expected)
@@ -407,8 +407,16 @@ class Judge:
         if self.own_objects is None:
             return None
         from kernelrl.evaluate.perf_sampler import start_sampler
+        from kernelrl.evaluate.sampler import PcSampler
 
-        return start_sampler(self.process.pid, hz)
+        sampler = start_sampler(self.process.pid, hz)
+        if isinstance(sampler, PcSampler):  # its ptrace stops are held while the candidate is stopped
+            self.process.tracer = sampler
+        return sampler
+
+    def _stop_sampler(self, sampler: Any) -> Any:
+        self.process.tracer = None
+        return sampler.stop()
 
     def _record_coverage(self, samples: Any, seconds: float, cpu_seconds: float) -> None:
         if samples.error:
@@ -445,7 +453,7 @@ class Judge:
                 self._check_calls([k - 1], [expected[self.slots.content[order[-1]]]])
                 self.slots.refill(order)
         finally:
-            self._record_coverage(sampler.stop(), time.perf_counter() - start, self.process.cpu_seconds() - cpu_start)
+            self._record_coverage(self._stop_sampler(sampler), time.perf_counter() - start, self.process.cpu_seconds() - cpu_start)
             self.result.costs["profile_settling"] = time.perf_counter() - start
 
     def _timed_request(self, order: list[str]) -> tuple[float, dict[str, Any]]:

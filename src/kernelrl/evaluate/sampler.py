@@ -15,7 +15,13 @@ Contract for the caller: while a sampler runs, no other thread of this process m
 sampled process (`Popen.wait`/`poll`/`communicate`, `os.waitpid(-1)`, asyncio child watchers): the
 kernel reports the ptrace stops of a tracer's own children to any waiter of its thread group. Use
 `PcSampler.wait` (sampling ends when the process exits; its exit status is left for the caller), or
-`stop()` before waiting. Each sampled object keeps the identity (st_dev, st_ino) /proc/PID/maps shows
+`stop()` before waiting.
+
+Holding (`hold`, `wait_quiet`, `release`): the judge stops the candidate after each reply and reads its
+outputs while it is stopped; a tracer may resume a thread from its own stops, so while held the sampler
+sends no interrupts and keeps every ptrace stop it takes (letting only stop signals through, into the
+group stop), and `wait_quiet` returns once every tracee is group-stopped or kept: no thread can run user
+code until `release`. Each sampled object keeps the identity (st_dev, st_ino) /proc/PID/maps shows
 for its file; `classify` counts an object as the candidate's own only by that identity (the libraries
 the build broker built, `evaluate.build_identity`), never by its path.
 """
@@ -261,10 +267,12 @@ def _proc_state(tgid: int, tid: int) -> str:
 @dataclass
 class _Tracee:
     tgid: int
-    state: str = "run"  # "run"; "new": its first stop is due; "stop": group-stopped, listening
+    state: str = "run"  # "run"; "new": its first stop is due; "stop": group-stopped, listening; "held": kept stopped
     armed: bool = False  # interrupted, its stop not yet collected
     since: float = 0.0  # when it was interrupted (or created)
     last: float = 0.0  # the time up to which its samples account for it
+    held_in: int = 0  # the hold it is kept stopped for
+    held_signal: int = 0  # the signal to deliver when it is let go
 
 
 class PcSampler:
@@ -287,6 +295,8 @@ class PcSampler:
         self._seen: set[int] = set()
         self._ticks, self._cpu_s, self._error = 0, 0.0, None
         self._stop, self._attached, self._done = threading.Event(), threading.Event(), threading.Event()
+        self._hold_epoch, self._holding, self._quiet_epoch = 0, False, 0
+        self._wake = threading.Event()  # ends the sampler's wait for its next tick (stop, hold)
         self._thread = threading.Thread(target=self._run, name=f"pc-sampler-{pid}", daemon=True)
         arch = _REGS.get(platform.machine())
         self._regs = (ctypes.c_uint64 * (arch[0] if arch else 1))()
@@ -301,9 +311,30 @@ class PcSampler:
         """Wait until sampling has ended (the process exited, or stop()); True if it has."""
         return self._done.wait(timeout)
 
+    def hold(self) -> None:
+        """From now until `release`, keep every thread the sampler stops stopped (see the module doc)."""
+        self._hold_epoch += 1
+        self._holding = True
+        self._wake.set()
+
+    def release(self) -> None:
+        """End the hold: kept threads are let go at the sampler's next tick."""
+        self._holding = False
+
+    def wait_quiet(self, deadline: float) -> bool:
+        """Wait until, under the current hold, every tracee is group-stopped or kept (or sampling has
+        ended: the kernel resumed any it kept); False at `deadline` (time.monotonic())."""
+        epoch = self._hold_epoch
+        while self._quiet_epoch != epoch and not self._done.is_set():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(50e-6)
+        return True
+
     def stop(self) -> PcSamples:
         """Detach from every thread, leaving each as it was (running or stopped), and report."""
         self._stop.set()
+        self._wake.set()
         if self._thread.ident is not None:
             self._thread.join()
         return self.snapshot()
@@ -371,21 +402,30 @@ class PcSampler:
         next_tick = time.monotonic()
         while not self._stop.is_set() and any(t.tgid == self.pid for t in self._threads.values()):
             self._ticks += 1
-            now = time.monotonic()
+            now, holding, epoch = time.monotonic(), self._holding, self._hold_epoch
             for tid, t in list(self._threads.items()):
-                if t.state == "run" and not t.armed:
+                if t.state == "held" and (not holding or t.held_in != epoch):
+                    _ptrace(_PTRACE_CONT, tid, None, t.held_signal)  # its time kept stopped is nobody's
+                    t.state, t.last = "run", now
+                elif t.state == "run" and not t.armed and not holding:
                     t.armed, t.since = True, now
                     _ptrace(_PTRACE_INTERRUPT, tid)
                 elif t.state == "stop":
                     self._poll(tid, final=False)  # SIGCONT, a signal or an exit while group-stopped
             next_tick = max(next_tick + self.period, now)
             self._collect(next_tick, final=False)
-            self._stop.wait(next_tick - time.monotonic())
+            if holding and all(t.state == "stop" or (t.state == "held" and t.held_in == epoch) for t in self._threads.values()):
+                self._quiet_epoch = epoch
+            self._wake.wait(max(0.0, next_tick - time.monotonic()))
+            self._wake.clear()
 
     def _detach_all(self) -> None:
         now = time.monotonic()
-        for tid, t in self._threads.items():
-            if t.state != "new":
+        for tid, t in list(self._threads.items()):
+            if t.state == "held":  # already in a ptrace stop: no interrupt would be reported
+                _ptrace(_PTRACE_DETACH, tid, None, t.held_signal)
+                self._threads.pop(tid, None)
+            elif t.state != "new":
                 _ptrace(_PTRACE_INTERRUPT, tid)  # also wakes a listening thread into a stop
                 t.armed, t.since = True, now
         self._collect(now + 2.0, final=True)
@@ -394,7 +434,8 @@ class PcSampler:
         """Take the stops of interrupted and new threads until none is outstanding or `until`."""
         pause = 20e-6
         while True:
-            waiting = [tid for tid, t in self._threads.items() if t.armed or t.state == "new"]
+            holding = self._holding and not final  # a hold also waits for the stops of running threads
+            waiting = [tid for tid, t in self._threads.items() if t.armed or t.state == "new" or (holding and t.state == "run")]
             if not waiting:
                 return
             progressed = False
@@ -478,18 +519,28 @@ class PcSampler:
             t.state, t.armed = "stop", False
         elif event == _EV_STOP:  # our interrupt, a new thread's first stop, or the wake-up from SIGCONT
             pc = self._pc(tid) if t.armed else None
-            _ptrace(_PTRACE_CONT, tid, None, 0)  # before the lookup: a stopped thread loses wall time
+            held = self._holding
+            if not held:
+                _ptrace(_PTRACE_CONT, tid, None, 0)  # before the lookup: a stopped thread loses wall time
             if t.armed:
                 self._charge(tid, t, pc)
             else:  # its time stopped or not yet started is nobody's
                 t.last = time.monotonic()
             t.state, t.armed = "run", False
+            if held:
+                self._keep(t, 0)
+        elif self._holding and not (event == 0 and sig in _STOP_SIGNALS):  # kept, its signal delivered later
+            t.armed = False
+            self._keep(t, sig if event == 0 else 0)
         else:  # a signal or event stop; it cleared any pending interrupt, so re-arm it while stopped
             if t.armed:
                 _ptrace(_PTRACE_INTERRUPT, tid)
             if t.state == "stop":
                 t.state, t.last = "run", time.monotonic()
             _ptrace(_PTRACE_CONT, tid, None, sig if event == 0 else 0)
+
+    def _keep(self, t: _Tracee, signal_to_deliver: int) -> None:
+        t.state, t.held_in, t.held_signal = "held", self._hold_epoch, signal_to_deliver
 
     def _tgid(self, tid: int, default: int) -> int:
         try:
