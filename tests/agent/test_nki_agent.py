@@ -53,7 +53,7 @@ def test_the_compile_reward_pays_a_kernel_that_compiles_but_never_stores(pool: E
 
 
 def test_repro_nki_agent_smoke(pool: EvalPool, tmp_path: Path) -> None:
-    from kernelrl.agent.repro_nki import NkiAgentConfig, run_nki_agent
+    from kernelrl.repro.nki_agent import NkiAgentConfig, run_nki_agent
 
     results = run_nki_agent(NkiAgentConfig.build(smoke=True), tmp_path, pool=pool)
     assert {p.name for p in tmp_path.iterdir()} >= {"report.md", "nki-agent.png", "results.json"}

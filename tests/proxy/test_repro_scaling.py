@@ -15,7 +15,7 @@ from kernelrl.proxy.compressors import make_compressor
 from kernelrl.proxy.evaluate import evaluate_symbol_bpb
 from kernelrl.proxy.mixing import make_layout, pack_eval, pack_eval_symbols, wrap_raw
 from kernelrl.proxy.model import LMOutput
-from kernelrl.proxy.repro_scaling import repro_config, trend
+from kernelrl.repro.proxy import repro_config, trend
 
 
 class Uniform(nn.Module):

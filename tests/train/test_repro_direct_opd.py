@@ -15,11 +15,11 @@ from kernelrl.cli import build_parser, main
 from kernelrl.cli.distill_cmd import config as distill_config
 from kernelrl.config import ConfigError
 from kernelrl.evaluate import EvalPool
+from kernelrl.repro.direct_opd import ARMS, repro_config, run_direct_opd
 from kernelrl.train.config import DistillConfig, TrainConfig, load_config
 from kernelrl.train.distill import build_student, kl_to_teacher, opd_step
 from kernelrl.train.job import save_weights
 from kernelrl.train.model import build_model, clone_model
-from kernelrl.train.repro_direct_opd import ARMS, repro_config, run_direct_opd
 from kernelrl.train.task_family import make_family
 
 

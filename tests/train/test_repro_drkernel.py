@@ -11,7 +11,7 @@ import torch
 
 from kernelrl.cli import main
 from kernelrl.evaluate.result import EvalResult, Status, Timing
-from kernelrl.train.repro_drkernel import (
+from kernelrl.repro.drkernel import (
     repro_config,
     run_drkernel,
     self_inclusion_weights,

@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         return run_nki_agent(args)
     if args.target == "direct-opd":
         return run_direct_opd(args)
-    from kernelrl.train.repro_drkernel import repro_config, rewrite_report, run_drkernel
+    from kernelrl.repro.drkernel import repro_config, rewrite_report, run_drkernel
 
     cfg = repro_config(args.smoke, [*args.overrides, *args.set])
     out = _out_dir(args)
@@ -77,8 +77,8 @@ def run_nki_agent(args: argparse.Namespace) -> int:
     import json
     import sys
 
-    from kernelrl.agent.repro_nki import NkiAgentConfig, run_nki_agent
-    from kernelrl.agent.repro_nki_report import rewrite_report
+    from kernelrl.repro.nki_agent import NkiAgentConfig, run_nki_agent
+    from kernelrl.repro.nki_agent_report import rewrite_report
 
     try:
         cfg = NkiAgentConfig.build(args.smoke, [*args.overrides, *args.set])
@@ -109,7 +109,7 @@ def run_nki_agent(args: argparse.Namespace) -> int:
 def run_proxy(args: argparse.Namespace) -> int:
     import sys
 
-    from kernelrl.proxy.repro_scaling import repro_config, rewrite_report, run_scaling
+    from kernelrl.repro.proxy import repro_config, rewrite_report, run_scaling
 
     out = args.out or f"runs/repro-proxy{'-smoke' if args.smoke else ''}"
     try:
@@ -132,8 +132,8 @@ def run_proxy(args: argparse.Namespace) -> int:
 
 
 def run_direct_opd(args: argparse.Namespace) -> int:
-    from kernelrl.train.repro_direct_opd import repro_config, rewrite_report
-    from kernelrl.train.repro_direct_opd import run_direct_opd as run_all
+    from kernelrl.repro.direct_opd import repro_config, rewrite_report
+    from kernelrl.repro.direct_opd import run_direct_opd as run_all
 
     cfg = repro_config(args.smoke, [*args.overrides, *args.set])
     out = _out_dir(args)

@@ -4,6 +4,7 @@ from kernelrl.evaluate.candidate import Candidate
 from kernelrl.evaluate.config import EvalConfig, StageTimeouts
 from kernelrl.evaluate.pool import EvalPool, evaluate, evaluate_many
 from kernelrl.evaluate.result import Correctness, EvalResult, StageReport, Status, Timing
+from kernelrl.evaluate.verdict_cache import VerdictCache
 
 __all__ = [
     "Candidate",
@@ -15,6 +16,7 @@ __all__ = [
     "StageTimeouts",
     "Status",
     "Timing",
+    "VerdictCache",
     "evaluate",
     "evaluate_many",
 ]

@@ -3,7 +3,7 @@
 One model reads raw UTF-8 bytes and compressed views of the same documents (gzip, a BPE tokenizer,
 neural arithmetic coding with equal-info windows after Lester et al. 2024), tagged with sentinels;
 at inference it reads raw bytes only ("proxy compression", Zheng et al. 2026). `kernelrl repro proxy`
-(`repro_scaling`) sweeps model sizes against byte-only and tokenizer-only baselines.
+(`kernelrl.repro.proxy`) sweeps model sizes against byte-only and tokenizer-only baselines.
 """
 
 from kernelrl.proxy.compressors import COMPRESSORS, Compressor, make_compressor

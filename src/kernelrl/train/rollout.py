@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelrl.agent.tools import ToolExecutor
-from kernelrl.evaluate import EvalPool, EvalResult
+from kernelrl.evaluate import EvalPool, EvalResult, VerdictCache
 from kernelrl.generation import (
     CoprisScheduler,
     Engine,
@@ -78,14 +78,14 @@ class Sample:
         self.text += text
 
 
-class EvalCache:
-    """Pool futures keyed by (task id, candidate source): identical answers are judged once per run.
+class EvalCache(VerdictCache):
+    """`VerdictCache` over a task family's items and answer texts: identical answers are judged once per run.
     An answer without code is not sent to the gym; its verdict is `no_code_result` (reward 0)."""
 
     def __init__(self, pool: EvalPool, family: TaskFamily) -> None:
-        self.pool, self.family = pool, family
-        self._futures: dict[tuple[str, str | None], cf.Future[EvalResult]] = {}
-        self.submitted = self.hits = 0
+        super().__init__(pool)
+        self.family = family
+        self._no_code: dict[str, cf.Future[EvalResult]] = {}
         self._prefetched: set[str] = set()
 
     def prefetch(self, item: Hashable) -> None:
@@ -98,16 +98,12 @@ class EvalCache:
     def submit(self, item: Hashable, answer: str) -> cf.Future[EvalResult]:
         task = self.family.task(item)
         cand = self.family.candidate(item, answer)
-        key = (task.id, cand.source if cand is not None else None)
-        fut = self._futures.get(key)
+        if cand is not None:
+            return self.judge(task, cand)
+        fut = self._no_code.get(task.id)
         if fut is None:
-            if cand is None:
-                fut = cf.Future()
-                fut.set_result(no_code_result(task, self.family.backend))
-            else:
-                fut = self.pool.submit(task, cand)
-                self.submitted += 1
-            self._futures[key] = fut
+            fut = self._no_code[task.id] = cf.Future()
+            fut.set_result(no_code_result(task, self.family.backend))
         else:
             self.hits += 1
         return fut

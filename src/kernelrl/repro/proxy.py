@@ -189,7 +189,7 @@ def run_scaling(cfg: ScalingConfig, out: str | Path, console: Console | None = N
 
 def write_outputs(results: dict[str, Any], out: Path) -> None:
     """report.md and proxy.png from results.json's data."""
-    from kernelrl.proxy.repro_report import plot, report
+    from kernelrl.repro.proxy_report import plot, report
 
     plot(results, out / "proxy.png")
     (out / "report.md").write_text(report(results))

@@ -34,6 +34,7 @@ from kernelrl.evaluate.candidate import Candidate
 from kernelrl.evaluate.config import EvalConfig
 from kernelrl.evaluate.pool import EvalPool
 from kernelrl.evaluate.result import EvalResult
+from kernelrl.evaluate.verdict_cache import VerdictCache
 from kernelrl.rewards import get_reward
 from kernelrl.tasks import Task, load_task, load_tasks, suite_path
 from kernelrl.tasks.suites import SOLUTIONS_DIR
@@ -95,24 +96,16 @@ class NkiAgentConfig:
         return base
 
 
-class DraftCache:
-    """Gym verdicts keyed by (task id, source): identical drafts are judged once. The same idea as
-    `train.rollout.EvalCache`, which needs a `TaskFamily` and imports the generation engine and transformers
-    (seconds); drafts here are plain sources of suite tasks."""
+class DraftCache(VerdictCache):
+    """`VerdictCache` over NKI drafts (plain sources) of suite tasks, by task id: identical drafts are judged
+    once. (`train.rollout.EvalCache` does the same over a `TaskFamily`'s answer texts.)"""
 
     def __init__(self, pool: EvalPool, tasks: dict[str, Task]) -> None:
-        self.pool, self.tasks = pool, tasks
-        self._futures: dict[tuple[str, str], cf.Future[EvalResult]] = {}
-        self.submitted = self.hits = 0
+        super().__init__(pool)
+        self.tasks = tasks
 
     def submit(self, task_id: str, source: str) -> cf.Future[EvalResult]:
-        key = (task_id, source)
-        if key in self._futures:
-            self.hits += 1
-        else:
-            self._futures[key] = self.pool.submit(self.tasks[task_id], Candidate(source, "nki"))
-            self.submitted += 1
-        return self._futures[key]
+        return self.judge(self.tasks[task_id], Candidate(source, "nki"))
 
 
 def tool_use(cfg: NkiAgentConfig, tasks: list[Task], solutions: dict[str, str], pool: EvalPool, out: Path) -> dict[str, Any]:
@@ -245,7 +238,7 @@ def measured_pass(cfg: NkiAgentConfig, solutions: dict[str, str], cache: DraftCa
 
 def run_nki_agent(cfg: NkiAgentConfig, out: str | Path, pool: EvalPool | None = None) -> dict[str, Any]:
     """Run (a) and (b); write results.json, report.md and nki-agent.png under `out`."""
-    from kernelrl.agent.repro_nki_report import write_report
+    from kernelrl.repro.nki_agent_report import write_report
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kernelrl.train.repro_direct_opd import METRICS
+from kernelrl.repro.direct_opd import METRICS
 
 LABELS = {
     "direct_opd": "Direct-OPD, sampled token (T, Tref)",

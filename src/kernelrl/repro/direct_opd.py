@@ -210,7 +210,7 @@ def run_direct_opd(cfg: TrainConfig, out: str | Path, *, seeds: tuple[int, ...] 
 
 
 def write_outputs(results: dict[str, Any], out: Path) -> None:
-    from kernelrl.train.repro_direct_opd_report import plot, report
+    from kernelrl.repro.direct_opd_report import plot, report
 
     plot(results, out / "direct-opd.png")
     (out / "report.md").write_text(report(results))
