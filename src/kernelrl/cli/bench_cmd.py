@@ -90,9 +90,10 @@ OVERRIDES = {
 def bench_config(args: argparse.Namespace) -> Any:
     """The run's config: defaults, then --config, then --set overrides, then explicit flags; validated once."""
     from kernelrl.bench import BenchConfig
-    from kernelrl.config import gather, merge, validate
+    from kernelrl.config import flatten, layers, merge, validate
 
-    data = gather(path=args.config, overrides=list(getattr(args, "set", []) or []))
+    stack = layers(path=args.config, overrides=list(getattr(args, "set", []) or []))
+    data = flatten(stack)
     for flag, (path, key) in OVERRIDES.items():
         value = getattr(args, flag)
         if value is not None:
@@ -102,7 +103,7 @@ def bench_config(args: argparse.Namespace) -> Any:
             data = merge(data, section)
     if args.suite:
         data["suite"] = str(args.suite)
-    return validate(BenchConfig, data, "bench config")
+    return validate(BenchConfig, data, "bench config", stack)
 
 
 def _check_policy_name(name: str) -> None:
