@@ -105,3 +105,21 @@ def test_print_config_as_a_process(tmp_path: Path) -> None:
     cfg = yaml.safe_load(proc.stdout)
     assert (cfg["name"], cfg["sft"]["steps"], cfg["sft"]["lr"], cfg["sft"]["batch_size"]) == ("smoke", 11, 0.5, 8)
     assert not (tmp_path / "runs").exists()  # printed and exited: no run directory
+
+
+def test_bench_policy_flags_are_config_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """bench's policy flags set the config's `policy` section, so a file and --set reach them too."""
+    from kernelrl.cli import build_parser
+    from kernelrl.cli.bench_cmd import bench_config, build_policy
+
+    partial = write(tmp_path, "policy: {name: openai, model: from-file, max_tokens: 99, base_url: 'http://h/v1'}\n")
+    cfg = resolved(capsys, "bench", "--config", partial, "--model", "from-flag", "--set", "policy.retries=1")
+    assert cfg["policy"]["name"] == "openai" and cfg["policy"]["model"] == "from-flag"
+    assert (cfg["policy"]["max_tokens"], cfg["policy"]["retries"], cfg["policy"]["temperature"]) == (99, 1, 0.0)
+    flags = resolved(capsys, "bench", "--policy", "transformers", "--temperature", "0.7", "--max-batch", "3")
+    assert (flags["policy"]["name"], flags["policy"]["temperature"], flags["policy"]["max_batch"]) == (
+        "transformers", 0.7, 3)
+    args = build_parser().parse_args(["bench", "--config", partial])
+    assert build_policy(bench_config(args)).name == "openai:from-file"
+    assert main(["bench", "--set", "policy.name=gpt", "--print-config"]) == 2
+    assert "policy.name: unknown policy 'gpt'; known: " in capsys.readouterr().err
