@@ -123,3 +123,13 @@ def test_bench_policy_flags_are_config_keys(tmp_path: Path, capsys: pytest.Captu
     assert build_policy(bench_config(args)).name == "openai:from-file"
     assert main(["bench", "--set", "policy.name=gpt", "--print-config"]) == 2
     assert "policy.name: unknown policy 'gpt'; known: " in capsys.readouterr().err
+
+
+def test_serve_file_unknown_key_and_trloo_keeps_the_files_turns(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, "port: 9002\neval: {timing_trails: 3}\n")
+    assert main(["serve", "--config", path, "--print-config"]) == 2
+    assert f"eval.timing_trails: unknown key in {path}" in capsys.readouterr().err
+    turns = write(tmp_path, "rl: {turns: 3}\n", "turns.yaml")
+    assert resolved(capsys, "train", "--preset", "smoke", "--algo", "trloo")["rl"]["turns"] == 2  # implied by trloo
+    assert resolved(capsys, "train", "--preset", "smoke", "--config", turns, "--algo", "trloo")["rl"]["turns"] == 3

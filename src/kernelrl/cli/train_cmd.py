@@ -33,13 +33,23 @@ def resolve(args: argparse.Namespace) -> object:
     overrides = list(getattr(args, "set", []) or []) + list(args.overrides)
     if args.algo:
         overrides.append(f"rl.algo={args.algo}")
-        if args.algo == "trloo":
-            overrides.insert(0, "rl.turns=2")  # TRLOO is the multi-turn estimator; an explicit override wins
+        if args.algo == "trloo" and not _file_sets(args.config, "rl", "turns"):
+            overrides.insert(0, "rl.turns=2")  # TRLOO is the multi-turn estimator; the file or an override wins
     if args.rollout:
         overrides.append(f"rl.rollout={args.rollout}")
     if args.out:
         overrides.append(f"out_dir={args.out}")
     return load_config(args.preset, args.config, overrides)
+
+
+def _file_sets(path: str | None, section: str, key: str) -> bool:
+    """The ``--config`` file at `path` sets `section.key`."""
+    from kernelrl.config import read_file
+
+    if path is None:
+        return False
+    data = read_file(path).get(section)
+    return isinstance(data, dict) and key in data
 
 
 def run(args: argparse.Namespace) -> int:
