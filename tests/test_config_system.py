@@ -120,7 +120,7 @@ def test_cli_print_config_applies_set_and_flags(capsys: pytest.CaptureFixture[st
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["bench", "--suite", "{tmp}", "--out", "{out}", "--set", "episode.histroy=all"], "episode.histroy: unknown key"),
-    (["bench", "--suite", "{tmp}", "--out", "{out}", "--policy", "gpt"], "policy: unknown policy 'gpt'; known: "),
+    (["bench", "--suite", "{tmp}", "--out", "{out}", "--policy", "gpt"], "policy.name: unknown policy 'gpt'; known: "),
     (["proxy", "run", "--preset", "smoke", "--out", "{out}", "--set", "train.lr=-1"], "train.lr: must be greater than 0"),
     (["serve", "--db", "{out}/s.sqlite", "--set", "eval.timing_trials=0"],
      "eval.timing_trials: must be greater than or equal to 1"),

@@ -1,9 +1,11 @@
 """One configuration system for train, distill, proxy, bench, serve and the gym.
 
 Every config is a `ConfigModel` (pydantic, unknown keys refused, assignments validated) and loads the same
-way, `load(Model, preset, path, overrides)`: a preset, then a YAML/JSON file laid over it, then dotted
-``key=value`` overrides (values parsed as YAML), then one validation. Every problem comes out in one
-`ConfigError` whose lines name the dotted field (``eval.timing_trials: must be >= 1``), before any work.
+way, `load(Model, preset, path, overrides)`: the model's defaults, then a preset, then a partial YAML/JSON
+file laid over it (only the keys it sets; nested mappings merge, lists replace), then dotted ``key=value``
+overrides (values parsed as YAML), then one validation. Every problem comes out in one `ConfigError` whose
+lines name the dotted field (``eval.timing_trials: must be >= 1``; an unknown key a file set also names the
+file), before any work.
 
 Validators name their field by raising ValueError: in a field validator the field is known; a model
 validator starts its message with the field (relative to its model) and a colon (``"max_ops: must be
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,10 +25,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 M = TypeVar("M", bound="ConfigModel")
 Presets = Path | Mapping[str, Mapping[str, Any]]
+Layer = tuple[str, Mapping[str, Any], bool]  # origin (a file's path, "preset 'x'", "overrides"), data, is a file
 
 # pydantic's names for the branches of a union, which it puts into an error's location
 _UNION_TAGS = {"str", "int", "float", "bool", "none", "dict", "list", "tuple", "literal"}
 _FIELD_FIRST = re.compile(r"^([A-Za-z_][\w.]*): (.*)$", re.S)
+_UNKNOWN = ": unknown key"
 
 
 class ConfigError(ValueError):
@@ -106,12 +110,41 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def validate(model_cls: type[M], data: Mapping[str, Any], source: str | None = None) -> M:
-    """`model_cls` from `data`, or one `ConfigError` listing every bad field."""
+def validate(model_cls: type[M], data: Mapping[str, Any], source: str | None = None,
+             layers: Sequence[Layer] = ()) -> M:
+    """`model_cls` from `data`, or one `ConfigError` listing every bad field (`layers`: where `data` came
+    from, to name the file that set an unknown key)."""
     try:
         return model_cls.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(problems(exc), source or _label(model_cls)) from None
+        raise ConfigError(blame_files(problems(exc), layers), source or _label(model_cls)) from None
+
+
+def blame_files(lines: list[str], layers: Sequence[Layer]) -> list[str]:
+    """`lines` with each ``key: unknown key`` that a file set (the last layer to set it is that file) ending
+    ``in FILE``; an unknown key from the overrides stays as it is."""
+    out = []
+    for line in lines:
+        if line.endswith(_UNKNOWN):
+            key = line[: -len(_UNKNOWN)]
+            last = next(((origin, is_file) for origin, data, is_file in reversed(layers) if _holds(data, key)), None)
+            if last is not None and last[1]:
+                line = f"{line} in {last[0]}"
+        out.append(line)
+    return out
+
+
+def _holds(data: Any, dotted: str) -> bool:
+    """`data` has a value at `dotted` (``a.b[0].c``)."""
+    node = data
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", dotted):
+        if part.startswith("[") and isinstance(node, list) and int(part[1:-1]) < len(node):
+            node = node[int(part[1:-1])]
+        elif isinstance(node, Mapping) and part in node:
+            node = node[part]
+        else:
+            return False
+    return True
 
 
 def _label(model_cls: type) -> str:
@@ -182,20 +215,39 @@ def preset_data(name: str, presets: Presets) -> dict[str, Any]:
     raise ConfigError([f"preset: unknown preset {name!r}; known: {', '.join(preset_names(presets))}"], "config")
 
 
-def gather(preset: str | None = None, path: str | Path | None = None, overrides: list[str] | None = None,
-           presets: Presets | None = None) -> dict[str, Any]:
-    """The unvalidated data: preset, then the file laid over it, then the overrides."""
-    data: dict[str, Any] = {}
+def layers(preset: str | None = None, path: str | Path | None = None, overrides: list[str] | None = None,
+           presets: Presets | None = None) -> list[Layer]:
+    """The config's layers, lowest first, each with its origin and whether that is a file: the preset, the
+    file at `path`, the overrides."""
+    out: list[Layer] = []
     if preset is not None:
         if presets is None:
             raise ConfigError([f"preset: this config has no presets (got {preset!r})"], "config")
-        data = preset_data(preset, presets)
+        out.append((f"preset {preset!r}", preset_data(preset, presets), False))
     if path is not None:
-        data = merge(data, read_file(path))
-    return merge(data, parse_overrides(list(overrides or [])))
+        out.append((str(path), read_file(path), True))
+    if overrides:
+        out.append(("overrides", parse_overrides(list(overrides)), False))
+    return out
+
+
+def flatten(stack: Sequence[Layer]) -> dict[str, Any]:
+    """The layers laid over one another, lowest first."""
+    data: dict[str, Any] = {}
+    for _, layer, _ in stack:
+        data = merge(data, layer)
+    return data
+
+
+def gather(preset: str | None = None, path: str | Path | None = None, overrides: list[str] | None = None,
+           presets: Presets | None = None) -> dict[str, Any]:
+    """The unvalidated data: preset, then the file laid over it, then the overrides."""
+    return flatten(layers(preset, path, overrides, presets))
 
 
 def load(model_cls: type[M], preset: str | None = None, path: str | Path | None = None,
          overrides: list[str] | None = None, presets: Presets | None = None, source: str | None = None) -> M:
-    """Preset, then the YAML/JSON file at `path`, then dotted `overrides`, validated once."""
-    return validate(model_cls, gather(preset, path, overrides, presets), source)
+    """Defaults, then the preset, then the YAML/JSON file at `path` laid over it, then dotted `overrides`,
+    validated once."""
+    stack = layers(preset, path, overrides, presets)
+    return validate(model_cls, flatten(stack), source, stack)

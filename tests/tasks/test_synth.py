@@ -169,3 +169,16 @@ def test_synth_cli_writes_tasks_manifest_and_rejection_report(tmp_path: Path, ca
     err = capsys.readouterr().err
     assert "near-duplicate" in err and "validated tasks/s" in err
     assert main(["tasks", "synth", "--n", "1", "--out", str(out), "--exclude", str(tmp_path / "missing")]) == 2
+
+
+def test_synth_flags_default_to_the_config_dataclass() -> None:
+    """`tasks synth` flags not given leave `SynthConfig`'s own defaults (one source); given ones win."""
+    from kernelrl.cli import build_parser
+    from kernelrl.cli.tasks_cmd import synth_config
+
+    parse = build_parser().parse_args
+    assert synth_config(parse(["tasks", "synth", "--n", "3", "--out", "x"])) == SynthConfig(n=3)
+    given = synth_config(parse(["tasks", "synth", "--n", "2", "--out", "x", "--max-ms", "50", "--seed", "7",
+                                "--compile", "--exclude", "a", "--runtime-basis", "measured"]))
+    assert given == SynthConfig(n=2, seed=7, compile=True, exclude=[Path("a")], runtime_basis="measured",
+                                runtime_ms=(SynthConfig(n=1).runtime_ms[0], 50.0))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 from pathlib import Path
@@ -19,12 +21,28 @@ COMPARED = ("reward/mean", "rollout/pass_rate", "response_length", "loss", "entr
 
 @pytest.fixture(scope="module")
 def full_run(tmp_path_factory: pytest.TempPathFactory, smoke_cfg: TrainConfig, pool: EvalPool) -> Path:
+    """The run directory of a 4-step smoke run; what it printed is ``../stdout.txt``."""
     cfg = smoke_cfg.model_copy(deep=True)
     cfg.rl.steps = 4
     cfg.sft.rft_rounds, cfg.sft.rft_steps = 1, 2  # rejection fine-tuning warm-up runs too
-    run = tmp_path_factory.mktemp("full")
-    run_train(cfg, run_dir=run, echo=False, pool=pool)
+    run = tmp_path_factory.mktemp("full") / "run"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        run_train(cfg, run_dir=run, pool=pool)
+    (run.parent / "stdout.txt").write_text(printed.getvalue())
     return run
+
+
+def test_opening_lines_name_the_saved_config_not_its_body(full_run: Path) -> None:
+    """The run prints where its resolved config is saved, then one line per stage as it starts; never the
+    config's YAML (``kernelrl train --print-config`` prints that)."""
+    lines = (full_run.parent / "stdout.txt").read_text().splitlines()
+    assert lines[0] == f"kernelrl train: run directory {full_run}; resolved config saved to {full_run / 'config.yaml'}"
+    started = [line.split("]")[0].removeprefix("[stage ") for line in lines if line.startswith("[stage ")]
+    assert started == ["sft", "heldout_sft", "rft", "rl", "heldout_rl"]
+    assert len(lines) == 1 + len(started), lines
+    body = (full_run / "config.yaml").read_text()
+    assert "rl:" in body and not any(line in lines for line in body.splitlines() if line.strip())
 
 
 def test_artifacts_and_metrics(full_run: Path) -> None:

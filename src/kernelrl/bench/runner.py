@@ -28,8 +28,26 @@ class ResumeMismatch(ValueError):
     """The output directory holds a run with different settings."""
 
 
+class BenchPolicyConfig(ConfigModel):
+    """The policy `kernelrl bench` builds (its flags of the same names set these): a registered policy
+    `name` and the settings of the endpoint or local model it talks to."""
+
+    name: str = "scripted"  # openai | transformers | scripted | nki-draft | another registered policy
+    model: str | None = None  # model name (openai) or local path (transformers)
+    base_url: str | None = None  # OpenAI-compatible endpoint
+    api_key_env: str = "OPENAI_API_KEY"  # the environment variable holding the key (never the key itself)
+    answers: str | None = None  # scripted: answers file, directory, or an earlier results.jsonl
+    temperature: float = Field(0.0, ge=0)
+    max_tokens: int = Field(4096, ge=1)  # tokens per model answer
+    max_concurrency: int = Field(8, ge=1)  # requests in flight to the endpoint
+    max_batch: int = Field(8, ge=1)  # transformers: requests generated together
+    retries: int = Field(4, ge=0)  # per request, exponential backoff
+    request_timeout: float = Field(300.0, gt=0)  # seconds per request
+
+
 class BenchConfig(ConfigModel):
-    """One benchmark run: how many samples per task, the episode settings, the evaluation settings.
+    """One benchmark run: how many samples per task, the episode settings, the evaluation settings, the
+    policy to build (used by the CLI; `run_bench` takes the policy object).
 
     Loads like every config (`kernelrl.config.load`): a YAML/JSON file, then dotted overrides."""
 
@@ -38,6 +56,7 @@ class BenchConfig(ConfigModel):
     eval: EvalConfig = Field(default_factory=EvalConfig)
     concurrency: int = Field(8, ge=1)  # episodes in flight (the pool and the policy bound the real parallelism)
     suite: str = ""
+    policy: BenchPolicyConfig = Field(default_factory=BenchPolicyConfig)
 
     @classmethod
     def from_file(cls, path: str | Path, overrides: list[str] | None = None) -> BenchConfig:
@@ -92,8 +111,9 @@ def run_bench(
     """
     config = config or BenchConfig()
     store = RunStore(out_dir)
-    run_config = {"policy": getattr(policy, "name", type(policy).__name__), **config.to_dict(),
-                  "tasks": [t.id for t in tasks]}
+    settings = config.to_dict()
+    run_config = {**settings, "policy": getattr(policy, "name", type(policy).__name__),
+                  "policy_settings": settings["policy"], "tasks": [t.id for t in tasks]}
     _check_resume(store, run_config)
     store.write_config(run_config)
     wanted = {(t.id, s) for t in tasks for s in range(config.samples)}

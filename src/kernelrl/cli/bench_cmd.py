@@ -17,21 +17,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmark a policy on a task suite", description=__doc__)
     p.add_argument("--suite", help="task file, directory (KernelBench layout) or JSONL dataset (default: the "
                                    "config's suite)")
-    p.add_argument("--policy", default="scripted",
-                   help="openai | transformers | scripted | nki-draft (scripted NKI author: first drafts with typical "
-                        "NKI mistakes, fixed from the gym's feedback; --backend nki, tasks with a shipped NKI kernel)")
-    p.add_argument("--model", help="model name (openai) or local path (transformers)")
-    p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
-    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
-    p.add_argument("--answers", help="scripted policy: answers file, directory, or an earlier results.jsonl")
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--max-tokens", type=int, default=4096, help="tokens per model answer")
-    p.add_argument("--max-concurrency", type=int, default=8, help="requests in flight to the endpoint")
-    p.add_argument("--max-batch", type=int, default=8, help="transformers: requests generated together")
-    p.add_argument("--retries", type=int, default=4, help="retries per request (exponential backoff)")
-    p.add_argument("--request-timeout", type=float, default=300.0, help="seconds per request")
-    add_config_arguments(p, "bench config (YAML/JSON: samples, episode, eval, concurrency); --set and the flags "
-                            "below override it")
+    # the policy flags set the config's `policy` section (policy.name, policy.model, ...; defaults there)
+    p.add_argument("--policy", help="policy.name: openai | transformers | scripted (the default) | nki-draft (scripted "
+                                    "NKI author: first drafts with typical NKI mistakes, fixed from the gym's "
+                                    "feedback; --backend nki, tasks with a shipped NKI kernel)")
+    p.add_argument("--model", help="policy.model: model name (openai) or local path (transformers)")
+    p.add_argument("--base-url", help="policy.base_url: OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--api-key-env", help="policy.api_key_env: environment variable holding the API key")
+    p.add_argument("--answers", help="policy.answers: scripted policy's answers file, directory, or an earlier "
+                                     "results.jsonl")
+    p.add_argument("--temperature", type=float, help="policy.temperature")
+    p.add_argument("--max-tokens", type=int, help="policy.max_tokens: tokens per model answer")
+    p.add_argument("--max-concurrency", type=int, help="policy.max_concurrency: requests in flight to the endpoint")
+    p.add_argument("--max-batch", type=int, help="policy.max_batch: transformers, requests generated together")
+    p.add_argument("--retries", type=int, help="policy.retries: retries per request (exponential backoff)")
+    p.add_argument("--request-timeout", type=float, help="policy.request_timeout: seconds per request")
+    add_config_arguments(p, "bench config (YAML/JSON: samples, episode, eval, concurrency, policy) laid over the "
+                            "defaults; --set and the flags override it")
     p.add_argument("--samples", type=int, help="episodes per task (K for pass@k; default 1)")
     p.add_argument("--turns", type=int, help="maximum turns per episode (default 1)")
     p.add_argument("--history", choices=["all", "last"], help="conversation kept between turns (default all)")
@@ -84,15 +86,20 @@ OVERRIDES = {
     "timing_trials": (("eval",), "timing_trials"),
     "compile_baseline": (("eval",), "compile_baseline"),
     "threads": (("eval",), "num_threads"),
+    **{flag: (("policy",), flag) for flag in ("model", "base_url", "api_key_env", "answers", "temperature",
+                                              "max_tokens", "max_concurrency", "max_batch", "retries",
+                                              "request_timeout")},
+    "policy": (("policy",), "name"),
 }
 
 
 def bench_config(args: argparse.Namespace) -> Any:
     """The run's config: defaults, then --config, then --set overrides, then explicit flags; validated once."""
     from kernelrl.bench import BenchConfig
-    from kernelrl.config import gather, merge, validate
+    from kernelrl.config import flatten, layers, merge, validate
 
-    data = gather(path=args.config, overrides=list(getattr(args, "set", []) or []))
+    stack = layers(path=args.config, overrides=list(getattr(args, "set", []) or []))
+    data = flatten(stack)
     for flag, (path, key) in OVERRIDES.items():
         value = getattr(args, flag)
         if value is not None:
@@ -102,7 +109,7 @@ def bench_config(args: argparse.Namespace) -> Any:
             data = merge(data, section)
     if args.suite:
         data["suite"] = str(args.suite)
-    return validate(BenchConfig, data, "bench config")
+    return validate(BenchConfig, data, "bench config", stack)
 
 
 def _check_policy_name(name: str) -> None:
@@ -112,37 +119,39 @@ def _check_policy_name(name: str) -> None:
     from kernelrl.config import ConfigError
 
     if name not in POLICIES:
-        raise ConfigError([f"policy: unknown policy {name!r}; known: {', '.join(POLICIES)}"], "bench config")
+        raise ConfigError([f"policy.name: unknown policy {name!r}; known: {', '.join(POLICIES)}"], "bench config")
 
 
-def build_policy(args: argparse.Namespace) -> Any:
+def build_policy(config: Any) -> Any:
+    """The policy of the `BenchConfig`'s `policy` section; a ValueError names a missing setting."""
     import os
 
     from kernelrl.agent import make_policy
 
-    if args.policy == "scripted":
-        if not args.answers:
-            raise ValueError("--policy scripted needs --answers")
-        return make_policy("scripted", answers=args.answers)
-    if args.policy in ("openai", "http"):
-        if not args.model:
-            raise ValueError("--policy openai needs --model")
+    p = config.policy
+    if p.name == "scripted":
+        if not p.answers:
+            raise ValueError("--policy scripted needs --answers (policy.answers)")
+        return make_policy("scripted", answers=p.answers)
+    if p.name in ("openai", "http"):
+        if not p.model:
+            raise ValueError("--policy openai needs --model (policy.model)")
         return make_policy(
-            "openai", model=args.model, base_url=args.base_url, api_key=os.environ.get(args.api_key_env),
-            max_concurrency=args.max_concurrency, max_retries=args.retries, timeout_s=args.request_timeout,
-            temperature=args.temperature, max_tokens=args.max_tokens,
+            "openai", model=p.model, base_url=p.base_url, api_key=os.environ.get(p.api_key_env),
+            max_concurrency=p.max_concurrency, max_retries=p.retries, timeout_s=p.request_timeout,
+            temperature=p.temperature, max_tokens=p.max_tokens,
         )
-    if args.policy in ("transformers", "local"):
-        if not args.model:
-            raise ValueError("--policy transformers needs --model (a local path)")
-        return make_policy("transformers", model=args.model, max_tokens=args.max_tokens,
-                           temperature=args.temperature, max_batch=args.max_batch)
-    if args.policy == "nki-draft":
-        backend = args.backend or (bench_config(args).episode.prompt.backend)
+    if p.name in ("transformers", "local"):
+        if not p.model:
+            raise ValueError("--policy transformers needs --model (policy.model, a local path)")
+        return make_policy("transformers", model=p.model, max_tokens=p.max_tokens, temperature=p.temperature,
+                           max_batch=p.max_batch)
+    if p.name == "nki-draft":
+        backend = config.episode.prompt.backend
         if backend != "nki":
             raise ValueError(f"--policy nki-draft writes NKI kernels only; pass --backend nki (got backend {backend!r})")
-        return make_policy("nki-draft", seed=args.seed or 0)
-    return make_policy(args.policy)
+        return make_policy("nki-draft", seed=config.episode.seed)
+    return make_policy(p.name)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -151,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
 
     def build() -> Any:
         loaded = bench_config(args)
-        _check_policy_name(args.policy)
+        _check_policy_name(loaded.policy.name)
         return loaded
 
     config, status = resolve_config("bench", build, args.print_config)
@@ -163,11 +172,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         tasks = load_tasks(suite, max_bytes=int(args.max_mb * 2**20) if args.max_mb else None)
-        policy = build_policy(args)
+        policy = build_policy(config)
     except (TaskError, ValueError, FileNotFoundError, KeyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if config.samples > 1 and args.temperature == 0 and args.policy not in ("scripted", "nki-draft"):
+    if config.samples > 1 and config.policy.temperature == 0 and config.policy.name not in ("scripted", "nki-draft"):
         print("note: --samples > 1 at --temperature 0 gives near-identical samples; pass@k>1 needs sampling",
               file=sys.stderr)
     signal.signal(signal.SIGTERM, _interrupt)

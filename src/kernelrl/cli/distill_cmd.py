@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("distill", help="Direct-OPD distillation from a teacher pair (--preset tiny-cpu)",
                        description=__doc__)
-    add_config_arguments(p, "YAML/JSON config file (instead of a preset)", train_presets(), "tiny-cpu")
+    add_config_arguments(p, "YAML/JSON file laid over the preset (only the keys it sets)", train_presets(), "tiny-cpu")
     p.add_argument("--out", default=None)
     p.add_argument("--student-from", default=None, metavar="RUN",
                    help="start the student from an earlier run's distilled student (or a train run's final policy): "
@@ -24,14 +24,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def config(args: argparse.Namespace) -> TrainConfig:
-    """The run's config: the preset (or ``--config``), the `key=value` overrides, then ``--out`` and
+    """The run's config: the preset, ``--config`` laid over it, the `key=value` overrides, then ``--out`` and
     ``--student-from``."""
     from kernelrl.train.config import load_config
 
     overrides = list(getattr(args, "set", []) or []) + list(args.overrides)
     overrides += [f"out_dir={args.out}"] if args.out else []
     overrides += [f"distill.student_from={args.student_from}"] if args.student_from else []
-    return load_config(None if getattr(args, "config", None) else args.preset, getattr(args, "config", None), overrides)
+    return load_config(args.preset, args.config, overrides)
 
 
 def run(args: argparse.Namespace) -> int:

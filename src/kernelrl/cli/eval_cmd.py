@@ -47,13 +47,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def eval_config(args: argparse.Namespace) -> EvalConfig:
     """The gym config: --config, then --set, then the flags given; validated once."""
-    from kernelrl.config import gather, merge, validate
+    from kernelrl.config import flatten, layers, merge, validate
     from kernelrl.evaluate import EvalConfig
 
     flags = {"correctness_trials": args.trials, "timing_trials": args.timing_trials, "num_threads": args.threads,
              "measure_timing": False if args.no_timing else None, "compile_baseline": args.compile_baseline}
-    data = merge(gather(path=args.config, overrides=args.set), {k: v for k, v in flags.items() if v is not None})
-    return validate(EvalConfig, data, "eval config")
+    stack = layers(path=args.config, overrides=args.set)
+    data = merge(flatten(stack), {k: v for k, v in flags.items() if v is not None})
+    return validate(EvalConfig, data, "eval config", stack)
 
 
 def run(args: argparse.Namespace) -> int:

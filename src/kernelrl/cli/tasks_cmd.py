@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kernelrl.tasks.synth import SynthConfig
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,18 +26,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     _size_options(val)
     val.set_defaults(handler=run_validate)
 
-    syn = tasks_sub.add_parser("synth", help="compose registered ops into new validated tasks")
+    # flags left out keep `SynthConfig`'s defaults (the one source of them; see `synth_config`)
+    syn = tasks_sub.add_parser("synth", help="compose registered ops into new validated tasks",
+                               description="Flags left out keep the defaults of kernelrl.tasks.synth.SynthConfig.")
     syn.add_argument("--n", type=int, required=True, help="number of tasks to produce")
     syn.add_argument("--out", required=True, help="output directory (task files plus manifest.jsonl)")
-    syn.add_argument("--seed", type=int, default=0)
-    syn.add_argument("--max-ops", type=int, default=4)
-    syn.add_argument("--compile", action="store_true", help="also require torch.compile to run and match eager")
-    syn.add_argument("--compile-backend", default="inductor", help="torch.compile backend for --compile")
-    syn.add_argument("--exclude", action="append", default=[], metavar="DIR",
+    syn.add_argument("--seed", type=int, help="sampling seed")
+    syn.add_argument("--max-ops", type=int, help="ops per composed task, at most")
+    syn.add_argument("--compile", action="store_true", default=None,
+                     help="also require torch.compile to run and match eager")
+    syn.add_argument("--compile-backend", help="torch.compile backend for --compile")
+    syn.add_argument("--exclude", action="append", metavar="DIR",
                      help="benchmark directory whose tasks (and near-duplicates) must not be produced; repeatable")
-    syn.add_argument("--min-ms", type=float, default=0.1, help="eager runtime window, lower end (1 thread)")
-    syn.add_argument("--max-ms", type=float, default=100.0)
-    syn.add_argument("--runtime-basis", choices=("estimated", "measured"), default="estimated",
+    syn.add_argument("--min-ms", type=float, help="eager runtime window, lower end (1 thread)")
+    syn.add_argument("--max-ms", type=float, help="eager runtime window, upper end")
+    syn.add_argument("--runtime-basis", choices=("estimated", "measured"),
                      help="window the estimated runtime (reproducible: same seed, same tasks) or a measured one")
     syn.set_defaults(handler=run_synth)
 
@@ -125,6 +132,25 @@ def run_validate(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+# `tasks synth` flag -> `SynthConfig` field of the same value
+SYNTH_FLAGS = ("seed", "max_ops", "compile", "compile_backend", "runtime_basis")
+
+
+def synth_config(args: argparse.Namespace) -> SynthConfig:
+    """The `SynthConfig` of the flags given; the others keep the dataclass's defaults."""
+    from pathlib import Path
+
+    from kernelrl.tasks.synth import SynthConfig
+
+    given: dict[str, Any] = {name: getattr(args, name) for name in SYNTH_FLAGS if getattr(args, name) is not None}
+    if args.exclude:
+        given["exclude"] = [Path(d) for d in args.exclude]
+    if args.min_ms is not None or args.max_ms is not None:
+        low, high = SynthConfig(n=args.n).runtime_ms
+        given["runtime_ms"] = (low if args.min_ms is None else args.min_ms, high if args.max_ms is None else args.max_ms)
+    return SynthConfig(n=args.n, **given)
+
+
 def run_synth(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -132,17 +158,13 @@ def run_synth(args: argparse.Namespace) -> int:
     from rich.table import Table
     from tqdm import tqdm
 
-    from kernelrl.tasks.synth import SynthConfig, synthesize, write_tasks
+    from kernelrl.tasks.synth import synthesize, write_tasks
 
-    for directory in args.exclude:
+    for directory in args.exclude or []:
         if not Path(directory).is_dir():
             print(f"error: --exclude {directory}: not a directory", file=sys.stderr)
             return 2
-    config = SynthConfig(
-        n=args.n, seed=args.seed, max_ops=args.max_ops, compile=args.compile, compile_backend=args.compile_backend,
-        exclude=[Path(d) for d in args.exclude], runtime_ms=(args.min_ms, args.max_ms),
-        runtime_basis=args.runtime_basis,
-    )
+    config = synth_config(args)
     with tqdm(total=args.n, desc="synthesizing", unit="task", file=sys.stderr) as bar:
         attempts = 0
 

@@ -1,8 +1,8 @@
 """`kernelrl train`: SFT warm-up then RL against the real CPU gym, with a held-out evaluation and report.
 
-`kernelrl train --preset tiny-cpu` runs the main job on a fresh machine (no download); `--config FILE`
-loads a YAML config instead; trailing `key=value` pairs (or `--set key=value`) override any field (dotted
-paths). A config that does not validate stops the command before any work, naming each bad field.
+`kernelrl train --preset tiny-cpu` runs the main job on a fresh machine (no download). The config resolves
+as defaults < `--preset` (default tiny-cpu) < `--config FILE` (a partial YAML/JSON file: only the keys it
+sets) < `--set key=value` or trailing `key=value` pairs and the flags (dotted paths). A config that does not validate stops the command before any work, naming each bad field.
 `kernelrl train --preset cuda-agent-tiny` runs CUDA Agent's stages (`pipeline.stages`: SFT, single-turn RL
 warm-up, RFT on multi-turn agent trajectories, critic pretraining, PPO with the critic).
 """
@@ -17,7 +17,7 @@ from kernelrl.cli.config_args import add_config_arguments, resolve_config, train
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="SFT + RL training against the gym (main job: --preset tiny-cpu)",
                        description=__doc__)
-    add_config_arguments(p, "YAML/JSON config file (instead of a preset)", train_presets(), "tiny-cpu")
+    add_config_arguments(p, "YAML/JSON file laid over the preset (only the keys it sets)", train_presets(), "tiny-cpu")
     p.add_argument("--algo", help="advantage estimator, a kernelrl.rl.ADVANTAGE_ESTIMATORS name (grpo, rloo, trloo, "
                                   "prime, ...; the config rejects unknown names)")
     p.add_argument("--rollout", choices=["sync", "copris"])
@@ -33,13 +33,23 @@ def resolve(args: argparse.Namespace) -> object:
     overrides = list(getattr(args, "set", []) or []) + list(args.overrides)
     if args.algo:
         overrides.append(f"rl.algo={args.algo}")
-        if args.algo == "trloo":
-            overrides.insert(0, "rl.turns=2")  # TRLOO is the multi-turn estimator; an explicit override wins
+        if args.algo == "trloo" and not _file_sets(args.config, "rl", "turns"):
+            overrides.insert(0, "rl.turns=2")  # TRLOO is the multi-turn estimator; the file or an override wins
     if args.rollout:
         overrides.append(f"rl.rollout={args.rollout}")
     if args.out:
         overrides.append(f"out_dir={args.out}")
-    return load_config(None if args.config else args.preset, args.config, overrides)
+    return load_config(args.preset, args.config, overrides)
+
+
+def _file_sets(path: str | None, section: str, key: str) -> bool:
+    """The ``--config`` file at `path` sets `section.key`."""
+    from kernelrl.config import read_file
+
+    if path is None:
+        return False
+    data = read_file(path).get(section)
+    return isinstance(data, dict) and key in data
 
 
 def run(args: argparse.Namespace) -> int:

@@ -128,11 +128,12 @@ def build_config(
     """Preset, then YAML file, then overrides, validated once (`kernelrl.config`); a `ConfigError` naming
     each bad field otherwise."""
     presets = {name: {"preset": name, **body} for name, body in PRESETS.items()}
-    data = _config.gather(preset, yaml_path, overrides, presets)
+    stack = _config.layers(preset, yaml_path, overrides, presets)
+    data = _config.flatten(stack)
     # A token budget in the preset and a FLOP budget from an override: the later one wins.
     train = data.get("train", {})
     if isinstance(train, dict) and train.get("budget_flops") is not None and any(
         "budget_flops" in o for o in overrides or []
     ):
         train["budget_tokens"] = None
-    return _config.validate(ProxyConfig, data, "proxy config")
+    return _config.validate(ProxyConfig, data, "proxy config", stack)

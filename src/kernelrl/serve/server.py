@@ -81,9 +81,11 @@ def load_options(config: str | None = None, overrides: list[str] | None = None,
     data = parse_config(config)
     if data and not set(data) & set(ServeOptions.model_fields) and set(data) <= set(EvalConfig.model_fields):
         data = {"eval": data}
+    origin = config if config and Path(config).is_file() else "the --config JSON"
+    stack = [(origin, data, True)] if data else []
     data = merge(merge(data, parse_overrides(list(overrides or []))),
                  {k: v for k, v in (flags or {}).items() if v is not None})
-    return validate(ServeOptions, data, "serve config")
+    return validate(ServeOptions, data, "serve config", stack)
 
 
 def build_app(options: ServeOptions) -> Any:

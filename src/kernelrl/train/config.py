@@ -413,10 +413,9 @@ parse_overrides = _config.parse_overrides
 
 def load_config(preset: str | None = "tiny-cpu", path: str | Path | None = None,
                 overrides: list[str] | None = None) -> TrainConfig:
-    """Config from a preset name (``presets/<name>.yaml``) or a YAML file, then `overrides`; a `ConfigError`
-    naming every bad field otherwise."""
-    return _config.load(TrainConfig, None if path is not None else preset, path, overrides, PRESET_DIR,
-                        "train config")
+    """Config from a preset name (``presets/<name>.yaml``; None: the defaults alone), then the YAML/JSON file
+    at `path` laid over it, then `overrides`; a `ConfigError` naming every bad field otherwise."""
+    return _config.load(TrainConfig, preset, path, overrides, PRESET_DIR, "train config")
 
 
 __all__ = ["ConfigError", "TrainConfig", "TrainEvalConfig", "load_config", "parse_overrides", "preset_names"]

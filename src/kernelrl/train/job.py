@@ -93,15 +93,22 @@ def heldout_eval(engine: Engine, tok: Any, cache: EvalCache, items: list[Hashabl
 
 
 def start_run(cfg: TrainConfig, run_dir: str | Path | None, echo: bool, what: str) -> Path:
-    """Threads and seeds set, the run directory made and the config saved in it (and echoed)."""
+    """Threads and seeds set, the run directory made and the config saved in it; `echo`: one line naming
+    the run directory and the saved config (``kernelrl train --print-config`` prints the config itself)."""
     torch.set_num_threads(cfg.threads)
     seed_everything(cfg.seed)
     run = Path(run_dir or cfg.out_dir)
     run.mkdir(parents=True, exist_ok=True)
-    cfg.save(run)
+    saved = cfg.save(run)
     if echo:
-        print(f"kernelrl train: {what} {run}\n{cfg.to_yaml()}", flush=True)
+        print(f"kernelrl train: {what} {run}; resolved config saved to {saved}", flush=True)
     return run
+
+
+def stage_start(name: str, t_start: float, echo: bool) -> None:
+    """With `echo`, one line as stage `name` of the run starts (before its progress bar)."""
+    if echo:
+        print(f"[stage {name}] start ({time.perf_counter() - t_start:.0f} s into the run)", flush=True)
 
 
 def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | None = None,
@@ -138,6 +145,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
     try:
         cache = cache or EvalCache(pool, family)  # type: ignore[arg-type]
         if ckpt is None:
+            stage_start("sft", t_start, echo)
             t0 = time.perf_counter()
             pairs = family.sft_pairs(tok, train_items, cfg.seed)  # empty: no warm-up data, SFT is skipped
             summary["sft_pairs"] = len(pairs)
@@ -160,14 +168,19 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
             trainer.engine.update_weights(version=state.get("policy_version"))
             summary["after_sft"] = state["after_sft"]
             summary["resumed_from"] = str(ckpt)
+            if echo:
+                print(f"[resume] at RL step {trainer.step_count} ({ckpt})", flush=True)
         else:
+            stage_start("heldout_sft", t_start, echo)
             t0 = time.perf_counter()
             summary["after_sft"] = heldout_eval(trainer.engine, tok, cache, heldout, cfg)
             times["heldout_sft_s"] = time.perf_counter() - t0
             logger.log("heldout", 0, {k: v for k, v in summary["after_sft"].items() if k != "examples"})
             if cfg.sft.rft_rounds:
+                stage_start("rft", t_start, echo)
                 summary["rft"] = rejection_finetune(cfg, trainer, cache, train_items, logger)
         total = cfg.rl.steps if stop_after is None else min(cfg.rl.steps, stop_after)
+        stage_start("rl", t_start, echo)
         bar = Progress(total - trainer.step_count, f"RL {cfg.rl.algo}/{cfg.rl.rollout}", cfg.progress)
         t0 = time.perf_counter()
         step_times: dict[str, list[float]] = {"time/generate": [], "time/evaluate_wait": []}
@@ -190,6 +203,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
         times["rl_s"] = time.perf_counter() - t0
         if stop_after is not None and trainer.step_count < cfg.rl.steps:
             return summary
+        stage_start("heldout_rl", t_start, echo)
         t0 = time.perf_counter()
         summary["after_rl"] = heldout_eval(trainer.engine, tok, cache, heldout, cfg)
         times["heldout_rl_s"] = time.perf_counter() - t0

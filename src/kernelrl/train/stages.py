@@ -38,7 +38,7 @@ from kernelrl.evaluate import EvalPool
 from kernelrl.generation import Engine
 from kernelrl.train.checkpoint import load_checkpoint, save_checkpoint
 from kernelrl.train.config import TrainConfig
-from kernelrl.train.job import eval_config, heldout_eval, save_weights, start_run
+from kernelrl.train.job import eval_config, heldout_eval, save_weights, stage_start, start_run
 from kernelrl.train.logs import MetricsLogger, Progress
 from kernelrl.train.model import build_model
 from kernelrl.train.report import write_report
@@ -257,9 +257,8 @@ def run_stages(cfg: TrainConfig, *, run_dir: str | Path | None = None, echo: boo
                 continue
             if stop_after_stage is not None and index >= stop_after_stage:
                 return summary
+            stage_start(name, t_start, echo)
             t0 = time.perf_counter()
-            if echo:
-                print(f"[stage {name}] start ({t0 - t_start:.0f} s into the run)", flush=True)
             result = STAGES[name](r)
             times[f"{name}_s"] = time.perf_counter() - t0
             t1 = time.perf_counter()
