@@ -20,6 +20,7 @@ from kernelrl.evaluate.candidate_process import (
     StageFailed,
     check_descriptions,
 )
+from kernelrl.evaluate.confine import make_subreaper
 from kernelrl.evaluate.exchange import Channel, parse_message
 from kernelrl.evaluate.runner import Runner
 from kernelrl.evaluate.sampler import PcSampler, sampling_available
@@ -161,6 +162,74 @@ def test_a_call_never_returns_while_a_process_the_candidate_forked_still_runs(ca
             assert failure.status == Status.REJECTED and "[unstoppable]" in failure.message
             return
         assert thread_states(child) == {"T"} and thread_states(candidate_process.pid) == {"T"}
+
+
+ORPHAN_CONTINUER = '''
+import os, signal
+import torch.nn as nn
+
+if os.fork() == 0:
+    if os.fork() == 0:  # an orphan once its parent exits: no descendant of the candidate any more
+        while True:
+            os.kill(os.getpid(), signal.SIGCONT)
+    os._exit(0)
+os.wait()
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x * 2
+'''
+
+
+def _orphan_scenario() -> None:
+    """As the judge (a child subreaper): every call ends with the orphan stopped too, or is refused."""
+    make_subreaper()
+    judge_end, candidate_end = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+        os.setpgid(0, 0)
+        judge_end.close()
+        Runner(Channel(candidate_end), "cpu", "cpu", False).serve()
+        os._exit(0)
+    candidate_end.close()
+    process = CandidateProcess(pid, Channel(judge_end), str, 1 << 30)
+    try:
+        start(process, ORPHAN_CONTINUER, torch.randn(4))
+        deadline = time.monotonic() + 5
+        orphans: list[int] = []
+        while not orphans and time.monotonic() < deadline:
+            with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children") as handle:
+                orphans = [int(c) for c in handle.read().split() if int(c) != pid]
+        assert orphans, "the orphan did not re-parent to the subreaper"
+        for _ in range(20):
+            try:
+                process.request({"op": "call", "sets": ["a"]})
+            except StageFailed as failure:
+                assert failure.status == Status.REJECTED and "[unstoppable]" in failure.message
+                return
+            assert thread_states(orphans[0]) == {"T"}, thread_states(orphans[0])
+    finally:
+        os.killpg(pid, 9)
+
+
+def test_an_orphan_of_the_candidate_is_stopped_with_it_or_the_call_is_refused() -> None:
+    """A double-forked orphan re-parents to the judge, not to the candidate: the stop after each reply
+    waits for the processes of the candidate's group that the judge inherited as well."""
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(read_end)
+        try:
+            _orphan_scenario()
+            os.write(write_end, b"ok")
+        except BaseException as exc:  # reported to the test below
+            os.write(write_end, repr(exc).encode()[:2000])
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as handle:
+        outcome = handle.read().decode()
+    os.waitpid(child, 0)
+    assert outcome == "ok", outcome
 
 
 def test_outputs_are_described_in_the_calls_own_reply(candidate_process: CandidateProcess) -> None:

@@ -120,6 +120,7 @@ class CandidateProcess:
             if threading.current_thread() is not threading.main_thread() or traced or not self._wait_child():
                 _wait_threads_stopped(self.pid, deadline)
             _wait_descendants_stopped(self.pid, deadline)
+            _wait_orphans_stopped(self.pid, deadline)
         except _StopTimeout:
             raise StageFailed(Status.REJECTED, f"[unstoppable] the candidate process did not stop within {STOP_TIMEOUT_S:.0f} s "
                               "of its reply (a process of its group kept running); its outputs cannot be read") from None
@@ -340,6 +341,26 @@ def _wait_descendants_stopped(pid: int, deadline: float) -> None:
                 seen.add(child)
                 _wait_threads_stopped(child, deadline)
                 frontier.append(child)
+
+
+def _wait_orphans_stopped(group: int, deadline: float) -> None:
+    """Wait until every process of the candidate's group that re-parented to this process (the judge is a
+    child subreaper: an orphan of a double fork comes here, not to the supervisor) and its descendants
+    have stopped. setpgid is a no-op under the candidate's seccomp filter, so none leaves the group."""
+    judge = os.getpid()
+    for child in _children(judge):
+        if child != group and _process_group(child) == group:
+            _wait_threads_stopped(child, deadline)
+            _wait_descendants_stopped(child, deadline)
+
+
+def _process_group(pid: int) -> int | None:
+    stat = _read_proc(f"/proc/{pid}/stat", 4096)
+    fields = stat[stat.rfind(b")") + 1 :].split()
+    try:
+        return int(fields[2])
+    except (IndexError, ValueError):
+        return None
 
 
 def _children(pid: int) -> list[int]:

@@ -21,7 +21,13 @@ from kernelrl.evaluate.backends import get_backend
 from kernelrl.evaluate.candidate import Candidate
 from kernelrl.evaluate.candidate_process import CandidateProcess
 from kernelrl.evaluate.config import EvalConfig
-from kernelrl.evaluate.confine import cpus_for_slot, install_seccomp, make_undumpable, set_affinity
+from kernelrl.evaluate.confine import (
+    cpus_for_slot,
+    install_seccomp,
+    make_subreaper,
+    make_undumpable,
+    set_affinity,
+)
 from kernelrl.evaluate.exchange import Channel
 from kernelrl.evaluate.judge import Judge
 from kernelrl.evaluate.protocol import write_message
@@ -73,6 +79,7 @@ def judge_main(
         scratch_note = _private_scratch(workdir, config)
         cpus = cpus_for_slot(int(os.environ.get("KERNELRL_WORKER_SLOT", "0")), config.num_threads)
         judge_sock, candidate_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        make_subreaper()  # the candidate's orphans re-parent here, where its stop waits for them too
         pid = os.fork()
         if pid == 0:
             os.close(write_fd)
