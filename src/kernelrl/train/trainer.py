@@ -53,6 +53,7 @@ from kernelrl.rl import (
     ppo_clip_loss,
     prm_cross_entropy_loss,
 )
+from kernelrl.rl.groups import key_ids
 from kernelrl.rl.masked import masked_mean
 from kernelrl.train.config import RLConfig
 from kernelrl.train.critic import Critic, episode_gae
@@ -88,6 +89,13 @@ def model_token_mask(samples: list[Sample], width: int) -> torch.Tensor:
         m = s.model_mask()[:width]
         out[i, : len(m)] = torch.tensor(m, dtype=torch.bool)
     return out
+
+
+class TurnGroup(NamedTuple):
+    """The group a sample's advantage is relative to: its prompt group's samples at the same turn."""
+
+    group: int
+    turn: int
 
 
 class Advantages(NamedTuple):
@@ -331,7 +339,8 @@ class RLTrainer:
 
     @staticmethod
     def _group_ids(samples: list[Sample]) -> torch.Tensor:
-        return torch.tensor([s.group * 1000 + s.turn for s in samples])
+        """Ids of the samples' (prompt group, turn) groups (`TurnGroup`)."""
+        return key_ids([TurnGroup(s.group, s.turn) for s in samples])
 
     def update(self, samples: list[Sample]) -> dict[str, float]:
         """The policy update on scored samples (filters, advantages, clipped loss, optimizer step)."""
