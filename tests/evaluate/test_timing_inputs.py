@@ -118,6 +118,22 @@ def test_a_changed_slot_is_found_at_its_refill_and_restored() -> None:
     assert torch.equal(slots.shared[order[0]][1], slots.sets[slots.content[order[0]]][1])
 
 
+def test_refills_between_scattered_sets_write_only_where_they_differ_and_keep_every_slot_exact() -> None:
+    """The judge's sets: the base (no positions of its own) and sets that differ from it in a few scattered
+    elements. A refill writes only the elements two sets differ in, and every slot holds its set exactly."""
+    base, other = [torch.randn(64, 1024)], [torch.randn(64, 1024)]
+    sets, where = {"s0": base}, {"s0": [torch.empty(0, dtype=torch.long)]}
+    for i in range(1, 3):
+        sets[f"s{i}"], where[f"s{i}"] = scatter_elements(base, other, torch.Generator().manual_seed(i))
+    slots = InputSlots(FakeProcess(), sets, random.Random(0), on_device=False, scattered=where)  # type: ignore[arg-type]
+    assert all(p is not None and p.numel() <= 8 for pair in [slots._between("s0", "s1"), slots._between("s2", "s0")] for p in pair)
+    for _ in range(30):
+        order = slots.order(3)
+        slots.refill(order)
+        assert all(torch.equal(slots.shared[slot][0], sets[name][0]) for slot, name in slots.content.items())
+    assert not slots.mutated()
+
+
 def test_a_slot_changed_outside_its_call_is_found_at_the_end() -> None:
     slots = InputSlots(FakeProcess(), timing_sets(3), random.Random(0), on_device=False)  # type: ignore[arg-type]
     assert not slots.mutated()

@@ -326,7 +326,8 @@ class Judge:
         draws instead, and no positions."""
         cfg = self.config
         base = self.inputs(cfg.correctness_trials)
-        sets, scattered = {"s0": base}, {"s0": [None] * len(base)}
+        # The first set is the base itself: every other set differs from it in its own positions only.
+        sets, scattered = {"s0": base}, {"s0": [_NO_POSITIONS if isinstance(x, torch.Tensor) else None for x in base]}
         expected = {"s0": _flat_tensors(to_cpu(self.reference_forward(ref_model, base)))}
         finite = [t.isfinite() if t.is_floating_point() else None for t in expected["s0"]]
         other = self.inputs(cfg.correctness_trials + 1) if cfg.timing_input_sets > 1 else base  # each set takes its own positions of it
@@ -582,6 +583,9 @@ def _stale_output(message: str) -> None:
         "[stale-output] a timed call returned a wrong result (outputs cached across calls, work skipped, "
         f"or finished after the call returned): {message}",
     )
+
+
+_NO_POSITIONS = torch.empty(0, dtype=torch.long)
 
 
 def _flat_tensors(output: Any) -> list[torch.Tensor]:
