@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -63,9 +62,9 @@ def test_replay_answers_from_files_and_saved_runs(tmp_path: Path, pool: EvalPool
 
 
 def test_default_reward() -> None:
-    def result(status: str, speedup: float | None = None, meaningful: bool = True) -> dict[str, Any]:
+    def result(status: str, speedup: float | None = None, meaningful: bool = True) -> EvalResult:
         timing = None if speedup is None else Timing(speedup=speedup, meaningful=meaningful)
-        return EvalResult(status=Status(status), task_id="t", backend="cpu", timing=timing).to_dict()
+        return EvalResult(status=Status(status), task_id="t", backend="cpu", timing=timing)
 
     assert default_reward(None) == 0.0
     assert default_reward(result("incorrect", 4.0)) == 0.0

@@ -47,8 +47,8 @@ def test_the_agent_reads_a_partition_error_from_the_compile_tool_and_fixes_it(po
 def test_the_compile_reward_pays_a_kernel_that_compiles_but_never_stores(pool: EvalPool) -> None:
     """NKI-Agent's binary compile reward: 1 for a kernel that compiles and runs, right or wrong."""
     task, source = _relu()
-    result = pool.evaluate(task, Candidate(with_mistakes(source, {"missing_store"}), "nki")).to_dict()
-    assert result["status"] == "incorrect" and "got nan" in result["error"]
+    result = pool.evaluate(task, Candidate(with_mistakes(source, {"missing_store"}), "nki"))
+    assert result.status == "incorrect" and "got nan" in result.error
     assert get_reward("compile")(result) == 1.0 and get_reward("binary")(result) == 0.0
 
 

@@ -53,4 +53,4 @@ def test_tiny_family_speaks_through_its_protocol() -> None:
     candidate = family.candidate(("relu", "neg"), turn)
     assert candidate is not None and "v = v * 2.0f;" in candidate.source and "v = -v;" not in candidate.source
     result = EvalResult.from_dict({"status": "incorrect", "task_id": "t", "backend": "cpu"})
-    assert family.feedback_text(result) == p.feedback(result.to_dict()) == "\nresult: incorrect\nfix:"
+    assert family.feedback_text(result) == p.feedback(result) == "\nresult: incorrect\nfix:"

@@ -16,6 +16,7 @@ from kernelrl.agent import (
 )
 from kernelrl.agent.feedback import approx_tokens
 from kernelrl.config import ConfigError
+from kernelrl.evaluate.result import Correctness, EvalResult, StageReport, Status, Timing
 from tests.agent.helpers import relu_task
 
 MODEL = "import torch\nclass ModelNew(torch.nn.Module):\n    pass\n"
@@ -85,16 +86,13 @@ def test_backend_specific_prompts() -> None:
         PromptConfig(backend="tpu")  # refused by the config itself, before any prompt is built
 
 
-RESULT = {
-    "status": "compile_error",
-    "stages": [{"name": "static", "status": "ok"}, {"name": "build", "status": "failed"}],
-    "error": "compiler error:\ncandidate.py:7:41: error: 'undefined_symbol' was not declared\n" + "x" * 5000,
-    "feedback": "status: compile_error\nstage: build\ncompiler error: undefined_symbol\n" + "y" * 5000,
-    "correctness": None,
-    "timing": None,
-    "static_findings": [{"severity": "warn", "message": "no cpu kernel found"}],
-    "notes": [],
-}
+RESULT = EvalResult(
+    status=Status.COMPILE_ERROR, task_id="t", backend="cpu",
+    stages=[StageReport("static", "ok", 0.0), StageReport("build", "failed", 0.1)],
+    error="compiler error:\ncandidate.py:7:41: error: 'undefined_symbol' was not declared\n" + "x" * 5000,
+    feedback="status: compile_error\nstage: build\ncompiler error: undefined_symbol\n" + "y" * 5000,
+    static_findings=[{"severity": "warn", "message": "no cpu kernel found"}],
+)
 
 
 def test_truncation_keeps_head_and_tail_within_budget() -> None:
@@ -112,8 +110,9 @@ def test_feedback_fits_the_budget_and_names_the_error(mode: str) -> None:
 
 
 def test_json_feedback_is_compact_json() -> None:
-    ok = {"status": "ok", "stages": [], "correctness": {"passed": 3, "trials": 3, "max_abs_error": 0.0},
-          "timing": {"candidate_ms": 1.0, "reference_ms": 2.5, "speedup": 2.5, "meaningful": True}}
+    ok = EvalResult(status=Status.OK, task_id="t", backend="cpu",
+                    correctness=Correctness(trials=3, passed=3, rtol=1e-4, atol=1e-5),
+                    timing=Timing(candidate_ms=1.0, reference_ms=2.5, speedup=2.5, meaningful=True))
     message = format_feedback(ok, mode="json", max_tokens=400, target_speedup=4.0)
     payload = json.loads(message.split("\n")[1])
     assert payload == {"status": "ok", "correctness": {"passed": 3, "trials": 3, "max_abs_error": 0.0},

@@ -37,7 +37,7 @@ def test_reward_is_the_registry_reward_chosen_by_name() -> None:
     assert reward_from_result(result(Status.OK, 9.0)) == 4.0
     assert reward_from_result(result(Status.OK, 9.0), options={"cap": 1.0}) == 2.0
     assert reward_from_result(result(Status.OK, 9.0, meaningful=False)) == 1.0
-    assert reward_from_result(result(Status.OK, 9.0).to_dict()) == 4.0  # a result dict works too
+    assert reward_from_result(EvalResult.from_dict(result(Status.OK, 9.0).to_dict())) == 4.0  # decoded from the wire
     assert reward_from_result(result(Status.OK, 9.0), "weighted") == 1.0
     with pytest.raises(KeyError, match="unknown reward 'nope'"):
         reward_from_result(result(Status.OK), "nope")

@@ -32,10 +32,10 @@ CASES = {
 
 
 def bench_path(r: EvalResult) -> float:
-    """What `run_episode` records for a turn: its default `reward_fn` of the result dict."""
+    """What `run_episode` records for a turn: its default `reward_fn` of the result."""
     reward_fn = inspect.signature(run_episode).parameters["reward_fn"].default
     assert reward_fn is default_reward
-    return reward_fn(r.to_dict())
+    return reward_fn(r)
 
 
 def train_path(r: EvalResult) -> float:

@@ -39,7 +39,6 @@ def test_weighted() -> None:
     assert weighted_reward(res(speedup=0.9)) == pytest.approx(0.3)
     assert weighted_reward(res(speedup=1.0)) == pytest.approx(0.3)  # strictly faster
     assert weighted_reward(res(Status.INCORRECT)) == 0.0
-    assert weighted_reward(res(speedup=2.0).to_dict()) == pytest.approx(1.0)  # dicts work too
 
 
 def test_speedup_capped_log() -> None:
@@ -56,17 +55,28 @@ def test_speedup_capped_log() -> None:
 def test_coverage_from_eval_result() -> None:
     assert coverage(res(calls=6)) == 1.0
     assert coverage(res(calls=0)) == 0.0
+    ops = {"aten.add.Tensor": 2, "aten.mul.Tensor": 4}
+    assert coverage(res(calls=2, torch_ops=ops)) == pytest.approx(2 / 8)
+    assert coverage(res(calls=2, torch_ops={"aten.add.Tensor": -5})) == 1.0  # a forged negative count earns nothing
     note = "torch compute ops in forward: aten.add.Tensorx2, aten.mul.Tensorx4"
-    assert coverage(res(calls=2, notes=[note])) == pytest.approx(2 / 8)
+    assert coverage(res(calls=2, notes=[note])) == 1.0  # the note is feedback; the counts are the field
     assert coverage(res(calls=2, environment={"coverage": 0.7})) == 0.7
+
+
+def test_torch_ops_round_trip_and_legacy_results_keep_their_counts() -> None:
+    ops = {"aten.add.Tensor": 2, "aten.mul.Tensor": 4}
+    assert EvalResult.from_dict(res(calls=2, torch_ops=ops).to_dict()).torch_ops == ops
+    old = res(calls=2, notes=["torch compute ops in forward: aten.add.Tensorx2, aten.mul.Tensorx4"]).to_dict()
+    del old["torch_ops"]  # a result recorded before the field: its counts are read from the judge's note once
+    loaded = EvalResult.from_dict(old)
+    assert loaded.torch_ops == ops and coverage(loaded) == pytest.approx(2 / 8)
 
 
 def test_coverage_reward() -> None:
     # 1 + min(2, 3) + 1.0 * coverage 1.0
     assert coverage_reward(res(speedup=2.0)) == pytest.approx(4.0)
     assert coverage_reward(res(speedup=10.0)) == pytest.approx(5.0)
-    note = "torch compute ops in forward: aten.mulx3"
-    assert coverage_reward(res(speedup=1.0, calls=1, notes=[note])) == pytest.approx(2.25)
+    assert coverage_reward(res(speedup=1.0, calls=1, torch_ops={"aten.mul": 3})) == pytest.approx(2.25)
     assert coverage_reward(res(Status.INCORRECT)) == 0.0
 
 
@@ -81,9 +91,9 @@ def test_milestones() -> None:
 def test_autotriton_rules_veto_execution_reward() -> None:
     assert autotriton_reward(res()) == 1.0
     assert autotriton_reward(res(calls=0)) == 0.0  # never called its own kernel
-    torch_ops = ["torch compute ops in forward: aten.relux1"]
-    assert autotriton_reward(res(notes=torch_ops)) == 0.5  # a soft rule: penalised, not vetoed
-    assert autotriton_reward(res(notes=torch_ops), soft_penalty=1.0) == 0.0  # the old veto
+    torch_ops = {"aten.relu": 1}
+    assert autotriton_reward(res(torch_ops=torch_ops)) == 0.5  # a soft rule: penalised, not vetoed
+    assert autotriton_reward(res(torch_ops=torch_ops), soft_penalty=1.0) == 0.0  # the old veto
     assert autotriton_reward(res(static_findings=[{"id": "x"}]), rule_weight=0.5) == 0.5
     assert autotriton_reward(res(speedup=4.0), execution="speedup") == pytest.approx(3.0)
     assert autotriton_reward(res(Status.REJECTED)) == 0.0
@@ -149,8 +159,8 @@ def test_autotriton_hybrid_mode_penalises_soft_rules() -> None:
     """Hybrid mode (torch_ops=allow): torch compute in forward and low coverage are recorded, not rejected;
     the rule reward ranks full kernel > kernel with some torch > lazy kernel > wrong kernel, all on one scale."""
     full = res(speedup=2.0, coverage={"fraction": 0.95})
-    some = res(speedup=2.0, notes=["torch compute ops in forward: aten.addx2"], coverage={"fraction": 0.7})
-    lazy = res(speedup=2.0, notes=["torch compute ops in forward: aten.mulx2, aten.addx2"], coverage={"fraction": 0.1})
+    some = res(speedup=2.0, torch_ops={"aten.add": 2}, coverage={"fraction": 0.7})
+    lazy = res(speedup=2.0, torch_ops={"aten.mul": 2, "aten.add": 2}, coverage={"fraction": 0.1})
     wrong = res(Status.INCORRECT)
     r = [autotriton_reward(x, execution="speedup") for x in (full, some, lazy, wrong)]
     assert r == pytest.approx([2.0, 1.0, 0.0, 0.0])

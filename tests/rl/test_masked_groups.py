@@ -8,7 +8,7 @@ import pytest
 import torch
 from rl_helpers import t
 
-from kernelrl.rl.groups import group_index, group_mean_std, group_sum_count, leave_one_out_mean
+from kernelrl.rl.groups import group_index, group_mean_std, group_sum_count, key_ids, leave_one_out_mean
 from kernelrl.rl.masked import (
     last_token_index,
     masked_mean,
@@ -74,3 +74,12 @@ def test_group_statistics() -> None:
     assert torch.allclose(leave_one_out_mean(v, index, valid), t([2.0, 0.0, 1.0, 0.0, 0.0]))
     mean_v, std_v = group_mean_std(v, index, valid)
     assert mean_v[0].item() == pytest.approx(1.5) and std_v[0].item() == pytest.approx(math.sqrt(0.5))
+
+
+def test_key_ids_number_typed_keys_in_sorted_order() -> None:
+    keys = [(2, 0), (0, 1), (2, 0), (0, 0), (1, 3)]
+    assert key_ids(keys).tolist() == [3, 1, 3, 0, 2]
+    # the same groups as the old packed id group * 1000 + turn, without its collision at turn 1000
+    packed = torch.tensor([g * 1000 + t for g, t in keys])
+    assert torch.equal(group_index(key_ids(keys)).inverse, group_index(packed).inverse)
+    assert key_ids([(0, 1000), (1, 0)]).tolist() == [0, 1]

@@ -11,6 +11,7 @@ import pytest
 
 from kernelrl.evaluate import Candidate, EvalConfig, EvalPool, EvalResult
 from kernelrl.rewards import coverage, get_reward, prs_keep_mask, prs_keep_probability
+from kernelrl.rewards.kernel import soft_violations
 from kernelrl.train import elementwise_chains as chains
 from kernelrl.train.config import load_config
 from kernelrl.train.job import eval_config
@@ -74,6 +75,10 @@ def test_lazy_vs_full_kernel_through_the_gym(hybrid_pool: EvalPool) -> None:
     assert lazy.correct and full.correct, (lazy.error, full.error)
     assert lazy.coverage is not None and lazy.coverage["method"] in ("perf", "ptrace")
     assert coverage(lazy) < 0.5 and coverage(full) > 0.8, (lazy.coverage, full.coverage)
+    # the judge counts the torch ops the lazy answer left in forward as a field (and says so in a note)
+    assert lazy.torch_ops and not full.torch_ops, (lazy.torch_ops, full.torch_ops)
+    assert any(n.startswith("torch compute ops in forward: ") for n in lazy.notes)
+    assert soft_violations(lazy) >= 1 and soft_violations(full) == 0
     # PR: the coverage term separates them even at equal speedup
     pr = get_reward("coverage")
     no_speed = [EvalResult.from_dict({**r.to_dict(), "timing": None}) for r in (lazy, full)]

@@ -26,7 +26,7 @@ RewardFn = Callable[[EvalResult | None], float]
 HISTORY_MODES = ("all", "last")
 
 
-def default_reward(result: EvalResult | dict[str, Any] | None, name: str = DEFAULT_REWARD, **options: Any) -> float:
+def default_reward(result: EvalResult | None, name: str = DEFAULT_REWARD, **options: Any) -> float:
     """A turn's reward: the `kernelrl.rewards.REWARDS` entry `name` (default `DEFAULT_REWARD`, the one
     `kernelrl train` and the verl/TRL bridges use) with `options`, of the turn's `EvalResult`;
     0 for a turn without code (``result=None``)."""

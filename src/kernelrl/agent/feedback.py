@@ -35,34 +35,35 @@ def truncate_to_tokens(text: str, max_tokens: int, count: TokenCounter = approx_
     return best
 
 
-def compact_result(result: dict[str, Any]) -> dict[str, Any]:
-    """The fields of an `EvalResult` dict that help a model fix or speed up its kernel."""
-    out: dict[str, Any] = {"status": result["status"]}
-    failed = next((s for s in result.get("stages") or [] if s["status"] != "ok"), None)
+def compact_result(result: EvalResult) -> dict[str, Any]:
+    """The fields of an `EvalResult` that help a model fix or speed up its kernel (JSON-serialisable)."""
+    out: dict[str, Any] = {"status": str(result.status)}
+    failed = next((s for s in result.stages if s.status != "ok"), None)
     if failed:
-        out["stage"] = failed["name"]
-    if result.get("error"):
-        out["error"] = result["error"]
-    c = result.get("correctness")
+        out["stage"] = failed.name
+    if result.error:
+        out["error"] = result.error
+    c = result.correctness
     if c:
-        out["correctness"] = {k: c[k] for k in ("passed", "trials", "max_abs_error") if k in c}
-    t = result.get("timing")
-    if t and t.get("candidate_ms") is not None:
+        out["correctness"] = {"passed": c.passed, "trials": c.trials, "max_abs_error": c.max_abs_error}
+    t = result.timing
+    if t and t.candidate_ms is not None:
         keys = ("candidate_ms", "reference_ms", "speedup", "compiled_reference_ms", "speedup_vs_compiled")
-        out["timing"] = {k: (round(t[k], 4) if isinstance(t[k], float) else t[k]) for k in keys if t.get(k) is not None}
-        if not t.get("meaningful", True):
+        values = {k: getattr(t, k) for k in keys if getattr(t, k) is not None}
+        out["timing"] = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in values.items()}
+        if not t.meaningful:
             out["timing"]["meaningful"] = False
-    warnings = [f["message"] for f in result.get("static_findings") or [] if f.get("severity") == "warn"]
+    warnings = [f["message"] for f in result.static_findings if f.get("severity") == "warn"]
     if warnings:
         out["warnings"] = warnings
-    if result.get("notes"):
-        out["notes"] = result["notes"]
+    if result.notes:
+        out["notes"] = result.notes
     return out
 
 
-def _text(result: dict[str, Any]) -> str:
-    if result.get("feedback"):
-        return result["feedback"]  # the gym already writes a concise text
+def _text(result: EvalResult) -> str:
+    if result.feedback:
+        return result.feedback  # the gym already writes a concise text
     c = compact_result(result)
     lines = [f"status: {c['status']}"] + ([f"stage: {c['stage']}"] if "stage" in c else [])
     lines += [c["error"]] if "error" in c else []
@@ -70,7 +71,7 @@ def _text(result: dict[str, Any]) -> str:
 
 
 def format_feedback(
-    result: EvalResult | dict[str, Any] | None,
+    result: EvalResult | None,
     mode: str = "text",
     max_tokens: int = 512,
     target_speedup: float | None = None,
@@ -78,7 +79,7 @@ def format_feedback(
 ) -> str:
     """The user message after a turn: verdict, details, and what to do next, within `max_tokens`.
 
-    `result` is the turn's `EvalResult` (or its dict), or None when the answer held no code.
+    `result` is the turn's `EvalResult`, or None when the answer held no code.
     """
     if mode not in FEEDBACK_MODES:
         raise ValueError(f"feedback mode must be one of {FEEDBACK_MODES}, got {mode!r}")
@@ -87,12 +88,10 @@ def format_feedback(
             "I could not find any code in your answer. Reply with the complete module (imports, kernel "
             "source and class ModelNew) in one ```python fenced block."
         )
-    if isinstance(result, EvalResult):
-        result = result.to_dict()
     body = json.dumps(compact_result(result), separators=(",", ":")) if mode == "json" else _text(result)
-    status = result["status"]
+    status = str(result.status)
     if status == "ok":
-        speedup = ((result.get("timing") or {}).get("speedup"))
+        speedup = result.timing.speedup if result.timing else None
         goal = f" (target {target_speedup:g}x)" if target_speedup else ""
         ask = (f"Your kernel is correct; speedup {speedup:.2f}x{goal}. Make it faster while keeping it correct."
                if speedup else "Your kernel is correct. Make it faster while keeping it correct.")

@@ -25,7 +25,7 @@ from kernelrl.agent.prompts import PromptConfig, initial_messages
 from kernelrl.agent.tools import TOOL_NAMES, ToolExecutor
 from kernelrl.evaluate.result import EvalResult
 
-Verdict = EvalResult | dict[str, Any] | None  # the gym's verdict, as a record or its dict; None: no code
+Verdict = EvalResult | None  # the gym's verdict; None: the answer held no code
 _SENTINEL = "\x00KERNELRL-RESPONSE\x00"
 
 

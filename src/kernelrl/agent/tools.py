@@ -67,7 +67,7 @@ class ToolExecutor:
         return self.describe(tool, result), result
 
     def describe(self, tool: str, result: EvalResult) -> str:
-        data = compact_result(result.to_dict())
+        data = compact_result(result)
         if tool == "compile":
             built = compiled(result)  # an NKI rule breaks at the kernel's first call, after the build stage
             data = {"compiled": built, **({"error": data["error"]} if not built and "error" in data else {})}

@@ -18,7 +18,6 @@ import traceback
 from typing import Any
 
 from kernelrl.evaluate.backends import get_backend
-from kernelrl.evaluate.candidate import Candidate
 from kernelrl.evaluate.candidate_process import CandidateProcess
 from kernelrl.evaluate.config import EvalConfig
 from kernelrl.evaluate.confine import (
@@ -29,13 +28,13 @@ from kernelrl.evaluate.confine import (
     set_affinity,
 )
 from kernelrl.evaluate.exchange import Channel
+from kernelrl.evaluate.job import EvalJob
 from kernelrl.evaluate.judge import Judge
 from kernelrl.evaluate.protocol import write_message
 from kernelrl.evaluate.result import EvalResult
 from kernelrl.evaluate.runner import serve_candidate
 from kernelrl.evaluate.sandbox import SANDBOX_ENV, drop_privileges, private_scratch
 from kernelrl.native.build import BuildBroker, cache_dir, set_build_broker
-from kernelrl.tasks.task import Task
 
 
 def sign(key: bytes, payload: str) -> str:
@@ -60,7 +59,7 @@ PROTOCOL_FDS: list[int] = []  # the supervisor's channel to the pool, closed in 
 
 
 def judge_main(
-    job: dict[str, Any], key: bytes, write_fd: int, build_fds: tuple[int, int], workdir: str, output_fd: int
+    job: EvalJob, key: bytes, write_fd: int, build_fds: tuple[int, int], workdir: str, output_fd: int
 ) -> None:
     """Runs in the forked judge; never returns. It gives the evaluation scratch space of its own, forks the
     candidate process (before it holds anything the verdict depends on), then judges it. `build_fds`: the
@@ -71,7 +70,7 @@ def judge_main(
         os.setpgid(0, 0)
         for fd in PROTOCOL_FDS:
             os.close(fd)
-        config = EvalConfig.from_dict(job["config"])
+        config = job.config
         devnull = os.open(os.devnull, os.O_RDWR)
         for target in (0, 1, 2):  # the task's own prints go nowhere; the candidate's go to its output file
             os.dup2(devnull, target)
@@ -101,9 +100,8 @@ def judge_main(
             write_message(write_fd, signed(key, {"event": "stage", "stage": stage}))
 
         process = CandidateProcess(pid, Channel(judge_sock), describe_exit, config.memory_limit_mb * 2**20)
-        judge = Judge(Task.from_dict(job["task"]), Candidate(**job["candidate"]), config, announce, process,
-                      own_objects=_own_objects(job, workdir))
-        result = judge.run(job.get("cached_reference"), bool(job.get("compile_candidate")), bool(job.get("reference_only")))
+        judge = Judge(job.task, job.candidate, config, announce, process, own_objects=_own_objects(job, workdir))
+        result = judge.run(job.cached_reference, job.compile_candidate, job.reference_only)
         _confinement_notes(result, pid)
         if scratch_note:
             result.notes.append(scratch_note)
@@ -120,7 +118,7 @@ def judge_main(
 
 
 def candidate_main(
-    job: dict[str, Any], config: EvalConfig, sock_fd: int, build_fds: tuple[int, int], workdir: str,
+    job: EvalJob, config: EvalConfig, sock_fd: int, build_fds: tuple[int, int], workdir: str,
     output_fd: int, cpus: list[int],
 ) -> None:
     """Runs in the forked candidate process; never returns. Confines itself (output fd, rlimits, CPUs,
@@ -155,10 +153,10 @@ def candidate_main(
         import torch
 
         torch.set_num_threads(config.num_threads)
-        backend = get_backend(job["candidate"]["backend"])
+        backend = get_backend(job.candidate.backend)
         device = str(backend.device(config.device_index))
         install_seccomp(os.getpid())
-        serve_candidate(sock_fd, job["candidate"]["backend"], device, config.guards)
+        serve_candidate(sock_fd, job.candidate.backend, device, config.guards)
     except BaseException:
         status = 70
     finally:
@@ -188,13 +186,13 @@ def _private_scratch(workdir: str, config: EvalConfig) -> str:
     return ""
 
 
-def _own_objects(job: dict[str, Any], workdir: str) -> tuple[str, ...] | None:
+def _own_objects(job: EvalJob, workdir: str) -> tuple[str, ...] | None:
     """Path prefixes of the candidate's build caches (attribution is by the broker's identity records, not these paths),
     for the coverage profile; None where the backend's compute cannot be attributed on this machine
     (the Triton interpreter computes with numpy; GPU kernels are not on the CPU) or sampling is unavailable."""
     from kernelrl.evaluate.perf_sampler import sampling_method
 
-    if job["candidate"]["backend"] != "cpu" or sampling_method() is None:
+    if job.candidate.backend != "cpu" or sampling_method() is None:
         return None
     cache = str(cache_dir())
     return (os.path.join(cache, "native"), os.environ.get("TORCH_EXTENSIONS_DIR") or os.path.join(cache, "torch_extensions"), workdir)

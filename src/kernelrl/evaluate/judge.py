@@ -206,6 +206,7 @@ class Judge:
         self.result.kernel_calls = {str(k): int(v) for k, v in self.process.request({"op": "counters"})["kernel_calls"].items()}
         if self.config.guards and self.candidate.backend == "cuda" and self.device.type == "cuda":
             self._check_cuda_kernels_ran()
+        self.result.torch_ops = dict(torch_ops)
         if torch_ops:
             self.result.notes.append("torch compute ops in forward: " + ", ".join(f"{k}x{v}" for k, v in torch_ops.items()))
 

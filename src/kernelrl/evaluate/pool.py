@@ -25,10 +25,10 @@ import kernelrl
 from kernelrl.evaluate.candidate import Candidate
 from kernelrl.evaluate.config import COMPILE_TIMEOUT_S, EvalConfig, default_workers
 from kernelrl.evaluate.costs import cost_breakdown
+from kernelrl.evaluate.job import EvalJob
 from kernelrl.evaluate.protocol import (
     MessageReader,
     ProtocolError,
-    reference_cache_key,
     write_message,
 )
 from kernelrl.evaluate.result import EvalResult, StageReport, Status
@@ -93,12 +93,12 @@ class Worker:
             self.stop()
             raise WorkerDied("evaluation worker exited during start-up")
 
-    def run(self, job: dict[str, Any], deadline: float, event: str = "result") -> Any:
+    def run(self, job: EvalJob, deadline: float, event: str = "result") -> Any:
         if self.process is None:  # an earlier restart failed: try again rather than wedge this slot
             self.start()
         assert self.process is not None and self.process.stdin is not None and self.reader is not None
         try:
-            write_message(self.process.stdin.fileno(), job)
+            write_message(self.process.stdin.fileno(), job.to_dict())
             reply = self.reader.read(deadline)
         except (BrokenPipeError, OSError, TimeoutError, ProtocolError) as exc:
             raise WorkerDied(f"worker failed: {exc!r}") from None
@@ -108,10 +108,10 @@ class Worker:
             raise WorkerDied("worker error:\n" + str(reply.get("traceback", reply)))
         return reply[event]
 
-    def reference(self, job: dict[str, Any], deadline: float) -> dict[str, Any] | None:
+    def reference(self, job: EvalJob, deadline: float) -> dict[str, Any] | None:
         """The task's reference timing for `job`, measured by this worker's supervisor in a child that runs
         no candidate code (None: timing is off or not meaningful there, or the reference does not run)."""
-        reply = self.run({**job, "op": "reference"}, deadline, event="reference")
+        reply = self.run(job.replace(op="reference"), deadline, event="reference")
         return reply if isinstance(reply, dict) else None
 
     def stop(self) -> None:
@@ -168,7 +168,7 @@ class EvalPool:
                 "through the supervisor, but candidate code could write the shared build cache %s itself",
                 cache_dir(),
             )
-        self._jobs: queue.Queue[tuple[dict[str, Any], cf.Future[EvalResult]] | None] = queue.Queue()
+        self._jobs: queue.Queue[tuple[EvalJob, cf.Future[Any]] | None] = queue.Queue()
         self._ids = itertools.count()
         self._closed = False
         self.restarts = 0
@@ -205,15 +205,15 @@ class EvalPool:
                 job, future = item
                 if not future.set_running_or_notify_cancel():
                     continue
-                if job.get("op") == "reference":
-                    key = reference_cache_key(job)
+                if job.op == "reference":
+                    key = job.reference_key()
                     future.set_result(self._reference(worker, key, job)[0] if key else None)
                 else:
                     future.set_result(self._run_with_retry(worker, job))
         finally:
             worker.stop()
 
-    def _reference(self, worker: Worker, key: str, job: dict[str, Any]) -> tuple[dict[str, Any] | None, float]:
+    def _reference(self, worker: Worker, key: str, job: EvalJob) -> tuple[dict[str, Any] | None, float]:
         """The reference timing for `key` and the seconds spent measuring it now (0: it was at hand): once per key for the whole
         pool (a worker that needs a key another is measuring waits for it), by a supervisor's clean child,
         before any candidate of the task runs, whatever that candidate's verdict turns out to be."""
@@ -225,7 +225,7 @@ class EvalPool:
             with self._references_lock:
                 if key in self._references:
                     return self._references[key], 0.0
-            config = EvalConfig.from_dict(job["config"])
+            config = job.config
             extra = COMPILE_TIMEOUT_S if config.compile_baseline else 0.0
             started = time.perf_counter()
             try:
@@ -237,13 +237,13 @@ class EvalPool:
                 self._references[key] = entry
             return entry, time.perf_counter() - started
 
-    def _run_with_retry(self, worker: Worker, job: dict[str, Any]) -> EvalResult:
-        config = EvalConfig.from_dict(job["config"])
-        key = reference_cache_key(job) if config.measure_timing else None
+    def _run_with_retry(self, worker: Worker, job: EvalJob) -> EvalResult:
+        config = job.config
+        key = job.reference_key() if config.measure_timing else None
         fresh = 0.0
-        if key and "cached_reference" not in job:
+        if key and job.cached_reference is None:
             entry, fresh = self._reference(worker, key, job)
-            job = {**job, "cached_reference": entry} if entry else {**job, "no_reference": True}
+            job = job.replace(cached_reference=entry) if entry else job.replace(no_reference=True)
         reason = ""
         for _attempt in range(2):
             try:
@@ -264,8 +264,8 @@ class EvalPool:
                     break
         return EvalResult(
             status=Status.CRASHED,
-            task_id=job["task"]["id"],
-            backend=job["candidate"]["backend"],
+            task_id=job.task.id,
+            backend=job.candidate.backend,
             stages=[StageReport(name="worker", status="crashed", duration_s=0.0, message=reason)],
             error=f"the evaluation worker died twice on this job: {reason}",
             feedback=f"status: crashed\nthe evaluation worker died twice on this job: {reason}",
@@ -281,14 +281,8 @@ class EvalPool:
         """Queue one evaluation; `cached_reference` (reference timing from an outside cache) skips timing the reference."""
         if self._closed:
             raise RuntimeError("the pool is closed")
-        job = {
-            "id": next(self._ids),
-            "task": task.to_dict(),
-            "candidate": candidate.to_dict(),
-            "config": (config or self.config).to_dict(),
-        }
-        if cached_reference:
-            job["cached_reference"] = cached_reference
+        job = EvalJob(task, candidate, config or self.config, id=next(self._ids),
+                      cached_reference=cached_reference or None)
         future: cf.Future[EvalResult] = cf.Future()
         self._jobs.put((job, future))
         return future
@@ -298,9 +292,8 @@ class EvalPool:
         ahead of its candidates, e.g. while a policy still generates them; None where it is at hand, being
         measured, or not wanted (timing off, the cache off)."""
         config = config or self.config
-        job = {"id": next(self._ids), "op": "reference", "task": task.to_dict(),
-               "candidate": {"source": "", "backend": backend}, "config": config.to_dict()}
-        key = reference_cache_key(job) if config.measure_timing else None
+        job = EvalJob(task, Candidate("", backend), config, id=next(self._ids), op="reference")
+        key = job.reference_key() if config.measure_timing else None
         with self._references_lock:
             if key is None or key in self._references or key in self._measuring or self._closed:
                 return None

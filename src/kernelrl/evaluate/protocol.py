@@ -70,18 +70,3 @@ class MessageReader:
             if not ready:
                 raise TimeoutError
             self.fill()
-
-
-REFERENCE_TIMING_FIELDS = ("warmup", "timing_trials", "timing_budget_s", "compile_baseline", "seed", "num_threads",
-                           "device_index")
-
-
-def reference_cache_key(job: dict[str, Any]) -> str | None:
-    """What a reference timing depends on (task source and seed, backend, timing settings); None when the
-    job's config turns reference-timing reuse off."""
-    cfg = job["config"]
-    if not cfg.get("cache_reference_timing", True):
-        return None
-    task = job["task"]
-    return json.dumps([task["source"], task["seed"], job["candidate"]["backend"],
-                       {k: cfg.get(k) for k in REFERENCE_TIMING_FIELDS}])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
@@ -70,6 +71,7 @@ class EvalResult:
     feedback: str = ""  # compact text for a language model
     output_tail: str = ""  # what the candidate printed (truncated)
     kernel_calls: dict[str, int] = field(default_factory=dict)  # calls through kernelrl.native
+    torch_ops: dict[str, int] = field(default_factory=dict)  # torch compute ops (aten name -> calls) in forward, all trials
     static_findings: list[dict[str, Any]] = field(default_factory=list)
     size_overrides: dict[str, list[int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -104,6 +106,8 @@ class EvalResult:
             raise ValueError(f"EvalResult schema {data['schema_version']} is newer than {SCHEMA_VERSION}")
         known = {f.name for f in fields(cls)}
         data = {k: v for k, v in data.items() if k in known}
+        if "torch_ops" not in data:  # written before the field existed: the judge's note held the counts
+            data["torch_ops"] = _torch_ops_from_notes(data.get("notes") or [])
         data["status"] = Status(data["status"])
         data["stages"] = [StageReport(**s) for s in data.get("stages") or []]
         if data.get("correctness") is not None:
@@ -115,3 +119,21 @@ class EvalResult:
     @classmethod
     def from_json(cls, text: str) -> EvalResult:
         return cls.from_dict(json.loads(text))
+
+
+_LEGACY_TORCH_OPS_NOTE = re.compile(r"torch compute ops in forward: (.*)")
+_LEGACY_COUNT = re.compile(r"x(\d+)$")
+
+
+def _torch_ops_from_notes(notes: list[str]) -> dict[str, int]:
+    """The torch-op counts of a result recorded before `EvalResult.torch_ops` existed, read back from the
+    judge's note ("torch compute ops in forward: aten.addx2, ..."; an item without a count counts once)."""
+    ops: dict[str, int] = {}
+    for note in notes:
+        m = _LEGACY_TORCH_OPS_NOTE.match(note)
+        for item in m.group(1).split(",") if m else []:
+            item = item.strip()
+            c = _LEGACY_COUNT.search(item)
+            name = item[: c.start()] if c else item
+            ops[name] = ops.get(name, 0) + (int(c.group(1)) if c else 1)
+    return ops

@@ -14,6 +14,7 @@ with `--oneshot JOB.json` to evaluate a single job in a fresh process.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hmac
 import json
 import os
@@ -33,6 +34,7 @@ from kernelrl.evaluate.child_processes import PROTOCOL_FDS, describe_exit, judge
 from kernelrl.evaluate.config import COMPILE_TIMEOUT_S, EvalConfig
 from kernelrl.evaluate.confine import kill_descendants, reap_zombies
 from kernelrl.evaluate.feedback import build_feedback
+from kernelrl.evaluate.job import EvalJob
 from kernelrl.evaluate.protocol import MessageReader, ProtocolError, write_message
 from kernelrl.evaluate.result import EvalResult, StageReport, Status
 from kernelrl.evaluate.sandbox import build_uid, eval_uid, remove_leftovers, trusted_import_path
@@ -81,20 +83,20 @@ class Supervisor:
         self.jobs_run = 0
         self.builds = BuildService(build_uid())
 
-    def run_job(self, job: dict[str, Any]) -> dict[str, Any]:
+    def run_job(self, job: EvalJob) -> dict[str, Any]:
         """Evaluate one job. Unless the job brings a reference timing (the pool's cache, the service's
         store), the reference is timed first in a child of its own and handed to the candidate's child."""
         started = time.perf_counter()
-        config = EvalConfig.from_dict(job["config"])
-        backend = job["candidate"]["backend"]
+        config = job.config
+        backend = job.candidate.backend
         preload_for(backend)
         reference, reference_s = None, 0.0
-        if config.measure_timing and not job.get("cached_reference") and not job.get("no_reference") and \
+        if config.measure_timing and not job.cached_reference and not job.no_reference and \
                 get_backend(backend).timing_meaningful():
             reference = self._time_reference(job)
             reference_s = time.perf_counter() - started
             if reference is not None:
-                job = {**job, "cached_reference": reference}
+                job = job.replace(cached_reference=reference)
         result = self._run_child(job, config)
         if reference_s:
             result.costs["reference"] = reference_s
@@ -106,51 +108,47 @@ class Supervisor:
         self.jobs_run += 1
         return result.to_dict()
 
-    def reference_for(self, job: dict[str, Any]) -> dict[str, Any] | None:
+    def reference_for(self, job: EvalJob) -> dict[str, Any] | None:
         """The reference timing for `job`'s task and settings (the pool asks once per task, before its
         candidates run); None where timing is off or not meaningful, or the reference does not run."""
-        config = EvalConfig.from_dict(job["config"])
-        preload_for(job["candidate"]["backend"])
-        if not config.measure_timing or not get_backend(job["candidate"]["backend"]).timing_meaningful():
+        preload_for(job.candidate.backend)
+        if not job.config.measure_timing or not get_backend(job.candidate.backend).timing_meaningful():
             return None
         return self._time_reference(job)
 
-    def _time_reference(self, job: dict[str, Any]) -> dict[str, Any] | None:
+    def _time_reference(self, job: EvalJob) -> dict[str, Any] | None:
         """Time the task's reference in a process that runs no candidate code (the task's own `Model` as
         `ModelNew`): a candidate can then neither slow the reference it is compared with (background work,
         patching the reference module) nor poison the timing that later candidates reuse. None when the
         reference does not run (its failure is then reported by the candidate's own evaluation)."""
-        task = job["task"]
-        reference_job = {
-            **job,
-            "candidate": {**job["candidate"], "source": f"{task['source']}\n\nModelNew = Model\n"},
-            "config": {**job["config"], "guards": False, "static_severity": {"*": "warn"}, "correctness_trials": 1},
-            "cached_reference": {"reference_ms": 1.0, "reference_spread_ms": 0.0},  # placeholder: not used
-            "reference_only": True,
-        }
-        config = EvalConfig.from_dict(reference_job["config"])
+        reference_job = job.replace(
+            candidate=dataclasses.replace(job.candidate, source=f"{job.task.source}\n\nModelNew = Model\n"),
+            config=job.config.replace(guards=False, static_severity={"*": "warn"}, correctness_trials=1),
+            cached_reference={"reference_ms": 1.0, "reference_spread_ms": 0.0},  # placeholder: not used
+            reference_only=True,
+        )
+        config = reference_job.config
         eager = self._run_child(reference_job, config).timing
         if eager is None or eager.candidate_ms is None:
             return None
         entry = {"reference_ms": eager.candidate_ms, "reference_spread_ms": eager.candidate_spread_ms,
                  "compiled_reference_ms": None}
-        if job["config"].get("compile_baseline"):
+        if job.config.compile_baseline:
             # Inductor writes precompiled headers of torch's C++ (100+ MB): the task's own reference, not
             # candidate code, so its file-size limit is raised (at 64 MB g++ died of SIGXFSZ), and Inductor's
             # compile (in the first forward, a minute or more on a busy machine) gets COMPILE_TIMEOUT_S
-            timeouts = {**(reference_job["config"].get("timeouts") or {})}
-            timeouts["correctness"] = max(float(timeouts.get("correctness", config.timeouts.correctness)), COMPILE_TIMEOUT_S)
-            limits = {**reference_job["config"], "output_limit_mb": max(config.output_limit_mb, COMPILE_OUTPUT_LIMIT_MB),
-                      "timeouts": timeouts}
-            compile_job = {**reference_job, "config": limits, "compile_candidate": True, "reference_only": False}  # Inductor compiles in correctness
-            compiled = self._run_child(compile_job, EvalConfig.from_dict(limits))
+            timeouts = config.timeouts.replace(correctness=max(config.timeouts.correctness, COMPILE_TIMEOUT_S))
+            limits = config.replace(output_limit_mb=max(config.output_limit_mb, COMPILE_OUTPUT_LIMIT_MB),
+                                    timeouts=timeouts.to_dict())
+            compile_job = reference_job.replace(config=limits, compile_candidate=True, reference_only=False)  # Inductor compiles in correctness
+            compiled = self._run_child(compile_job, limits)
             entry["compiled_reference_ms"] = compiled.timing.candidate_ms if compiled.timing is not None else None
             if entry["compiled_reference_ms"] is None:
                 reason = (compiled.error or "no time was measured").strip().splitlines()
                 entry["compiled_reference_note"] = f"torch.compile baseline not timed ({compiled.status}): {reason[-1][:300] if reason else ''}"
         return entry
 
-    def _run_child(self, job: dict[str, Any], config: EvalConfig) -> EvalResult:
+    def _run_child(self, job: EvalJob, config: EvalConfig) -> EvalResult:
         """Fork a disposable child for `job`, serve its builds, follow its stages; its result (never raises
         for anything the child does)."""
         workdir = tempfile.mkdtemp(prefix="kernelrl-eval-")
@@ -193,7 +191,7 @@ class Supervisor:
         pid: int,
         reader: MessageReader,
         build_channel: tuple[MessageReader, int],
-        job: dict[str, Any],
+        job: EvalJob,
         config: EvalConfig,
         key: bytes,
     ) -> EvalResult:
@@ -305,15 +303,14 @@ def _next_message(
                 raise BadRequest(str(exc)) from None
 
 
-def _failed_result(job: dict[str, Any], stage: str, duration: float, status: Status, message: str) -> EvalResult:
-    task = job["task"]
+def _failed_result(job: EvalJob, stage: str, duration: float, status: Status, message: str) -> EvalResult:
     return EvalResult(
         status=status,
-        task_id=task["id"],
-        backend=job["candidate"]["backend"],
+        task_id=job.task.id,
+        backend=job.candidate.backend,
         stages=[StageReport(name=stage, status=str(status), duration_s=duration, message=message)],
         error=message,
-        size_overrides={k: list(v) for k, v in (task.get("size_overrides") or {}).items()},
+        size_overrides={k: list(v) for k, v in job.task.size_overrides.items()},
     )
 
 
@@ -331,16 +328,17 @@ def serve(in_fd: int, out_fd: int) -> None:
     write_message(out_fd, {"event": "ready", "pid": os.getpid()})
     reader = MessageReader(in_fd)
     while True:
-        job = reader.read(None)
-        if job is None:
+        message = reader.read(None)
+        if message is None:
             return
         try:
-            if job.get("op") == "reference":
-                reply = {"event": "reference", "id": job.get("id"), "reference": supervisor.reference_for(job)}
+            job = EvalJob.from_dict(message)
+            if job.op == "reference":
+                reply = {"event": "reference", "id": job.id, "reference": supervisor.reference_for(job)}
             else:
-                reply = {"event": "result", "id": job.get("id"), "result": supervisor.run_job(job)}
+                reply = {"event": "result", "id": job.id, "result": supervisor.run_job(job)}
         except Exception:
-            reply = {"event": "error", "id": job.get("id"), "traceback": traceback.format_exc()[-4000:]}
+            reply = {"event": "error", "id": message.get("id") if isinstance(message, dict) else None, "traceback": traceback.format_exc()[-4000:]}
         write_message(out_fd, reply)
 
 
@@ -365,7 +363,7 @@ def main() -> None:
     if args.oneshot:
         warm()
         with open(args.oneshot) as handle:
-            job = json.load(handle)
+            job = EvalJob.from_dict(json.load(handle))
         write_message(out_fd, {"event": "result", "result": Supervisor().run_job(job)})
         return
     serve(in_fd, out_fd)

@@ -19,10 +19,10 @@ _CLIENT: Any = None
 _CLIENT_LOCK = threading.Lock()
 
 
-def reward_from_result(result: EvalResult | dict[str, Any], reward: str = DEFAULT_REWARD,
+def reward_from_result(result: EvalResult, reward: str = DEFAULT_REWARD,
                        options: dict[str, Any] | None = None) -> float:
     """The `kernelrl.rewards.REWARDS` entry `reward` (default `DEFAULT_REWARD`) with `options`, of an
-    `EvalResult` or its dict. An unknown name raises KeyError listing the known ones."""
+    `EvalResult`. An unknown name raises KeyError listing the known ones."""
     return float(get_reward(reward, **(options or {}))(result))
 
 

@@ -1,14 +1,14 @@
-"""Kernel rewards from an `EvalResult` (or its dict): weighted, capped speedup + coverage,
+"""Kernel rewards from an `EvalResult`: weighted, capped speedup + coverage,
 milestones, and AutoTriton's rule-based reward combined with the execution reward.
 
-Every function takes an `EvalResult` (or ``EvalResult.to_dict()``) and returns a float; extra
-keyword options are plain numbers so a config can name a reward and its options.
+Every function takes an `EvalResult` (a dict from the wire is decoded once where it enters, e.g. by the
+service client) and returns a float; extra keyword options are plain numbers so a config can name a
+reward and its options.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -24,15 +24,8 @@ DEFAULT_REWARD = "speedup"
 #: the least a correct kernel earns under the speedup-shaped rewards, however slow (a wrong one earns 0)
 CORRECT_FLOOR = 0.1
 
-_TORCH_OPS_NOTE = re.compile(r"torch compute ops in forward: (.*)")
-_COUNT = re.compile(r"x(\d+)$")
 
-
-def _result(r: EvalResult | dict[str, Any]) -> EvalResult:
-    return r if isinstance(r, EvalResult) else EvalResult.from_dict(r)
-
-
-def coverage(r: EvalResult | dict[str, Any]) -> float:
+def coverage(r: EvalResult) -> float:
     """Profiling coverage in [0, 1]: the share of the candidate's forward spent in its own kernels.
 
     Dr. Kernel (KernelGYM) measures it with a GPU profiler as kernel time / total device time. The gym's
@@ -41,22 +34,15 @@ def coverage(r: EvalResult | dict[str, Any]) -> float:
     from outside the candidate's process. Without it (a backend whose compute cannot be attributed, or no
     ptrace), an explicit ``environment["coverage"]`` wins; otherwise the call-count proxy
     ``kernel calls / (kernel calls + torch compute-op calls)`` over the correctness trials, from
-    ``kernel_calls`` and the "torch compute ops in forward" note. No kernel call at all gives 0.
+    ``kernel_calls`` and ``torch_ops``. No kernel call at all gives 0.
     """
-    r = _result(r)
     if r.coverage and r.coverage.get("fraction") is not None:
         return float(min(1.0, max(0.0, r.coverage["fraction"])))
     explicit = r.environment.get("coverage") if r.environment else None
     if explicit is not None:
         return float(min(1.0, max(0.0, explicit)))
     kernel = sum(r.kernel_calls.values())
-    torch_calls = 0
-    for note in r.notes:
-        m = _TORCH_OPS_NOTE.match(note)
-        if m:
-            for item in m.group(1).split(","):
-                c = _COUNT.search(item.strip())
-                torch_calls += int(c.group(1)) if c else 1
+    torch_calls = sum(max(0, n) for n in r.torch_ops.values())  # the candidate's own counters: no negative credit
     if kernel <= 0:
         return 0.0
     return kernel / (kernel + torch_calls)
@@ -68,22 +54,21 @@ def _speedup(r: EvalResult) -> float | None:
 
 
 @REWARDS.register("binary", "correct")
-def binary_reward(result: EvalResult | dict[str, Any]) -> float:
+def binary_reward(result: EvalResult) -> float:
     """1 when correct, else 0."""
-    return 1.0 if _result(result).correct else 0.0
+    return 1.0 if result.correct else 0.0
 
 
-def compiled(result: EvalResult | dict[str, Any]) -> bool:
+def compiled(result: EvalResult) -> bool:
     """The candidate built and ran its kernels without a compile error: the build stage passed and the
     status is none of compile_error (for NKI an interpreter rule such as partition dim > 128, raised when
     the kernel is traced on its first call), rejected (the gym's veto) or crashed."""
-    r = _result(result)
-    built = any(s.name == "build" and s.status == "ok" for s in r.stages)
-    return built and r.status not in (Status.COMPILE_ERROR, Status.REJECTED, Status.CRASHED)
+    built = any(s.name == "build" and s.status == "ok" for s in result.stages)
+    return built and result.status not in (Status.COMPILE_ERROR, Status.REJECTED, Status.CRASHED)
 
 
 @REWARDS.register("compile", "compiled")
-def compile_reward(result: EvalResult | dict[str, Any]) -> float:
+def compile_reward(result: EvalResult) -> float:
     """NKI-Agent's binary compile reward: 1 when the candidate compiled (see `compiled`; a wrong answer
     counts), else 0. NKI-Agent found GRPO with it no better than SFT, unlike an execution reward."""
     return 1.0 if compiled(result) else 0.0
@@ -91,21 +76,20 @@ def compile_reward(result: EvalResult | dict[str, Any]) -> float:
 
 @REWARDS.register("weighted")
 def weighted_reward(
-    result: EvalResult | dict[str, Any], *, correct_weight: float = 0.3, faster_weight: float = 0.7,
+    result: EvalResult, *, correct_weight: float = 0.3, faster_weight: float = 0.7,
     threshold: float = 1.0,
 ) -> float:
     """Weighted reward ``w_c * 1[correct] + w_f * 1[correct and speedup > threshold]``
     (Kevin / KernelLLM style; defaults 0.3 and 0.7)."""
-    r = _result(result)
-    if not r.correct:
+    if not result.correct:
         return 0.0
-    s = _speedup(r)
+    s = _speedup(result)
     return correct_weight + (faster_weight if s is not None and s > threshold else 0.0)
 
 
 @REWARDS.register("speedup")
 def speedup_reward(
-    result: EvalResult | dict[str, Any], *, correct_bonus: float = 1.0, cap: float = 3.0, log: bool = True,
+    result: EvalResult, *, correct_bonus: float = 1.0, cap: float = 3.0, log: bool = True,
     correct_floor: float = CORRECT_FLOOR,
 ) -> float:
     """``max(correct_floor, correct_bonus + min(cap, log2 s))`` for a correct kernel with speedup s
@@ -113,10 +97,9 @@ def speedup_reward(
     kernel earns less than a fast one, but a correct kernel however slow still earns `correct_floor` (> 0),
     more than any wrong one: without it every kernel at or under 0.5x scored like a wrong answer, and a
     group of slow correct and wrong answers gave no signal towards correctness."""
-    r = _result(result)
-    if not r.correct:
+    if not result.correct:
         return 0.0
-    s = _speedup(r)
+    s = _speedup(result)
     if s is None:
         return correct_bonus
     term = min(cap, math.log2(s)) if log else min(cap, s)
@@ -125,37 +108,35 @@ def speedup_reward(
 
 @REWARDS.register("coverage", "pr")
 def coverage_reward(
-    result: EvalResult | dict[str, Any], *, cap: float = 3.0, coverage_weight: float = 1.0,
+    result: EvalResult, *, cap: float = 3.0, coverage_weight: float = 1.0,
 ) -> float:
     """Dr. Kernel's reward with profiling (PR): ``1[correct] * (1 + min(s, cap) + w * coverage)``,
     the capped speedup s rewarded linearly and the coverage (see `coverage`) added so lazy kernels
     that leave most work to torch earn less. 0 when not correct."""
-    r = _result(result)
-    if not r.correct:
+    if not result.correct:
         return 0.0
-    s = _speedup(r) or 0.0
-    return 1.0 + min(s, cap) + coverage_weight * coverage(r)
+    s = _speedup(result) or 0.0
+    return 1.0 + min(s, cap) + coverage_weight * coverage(result)
 
 
 @REWARDS.register("milestone")
 def milestone_reward(
-    result: EvalResult | dict[str, Any], *, steps: tuple[float, ...] = (1.0, 1.5, 2.0, 3.0),
+    result: EvalResult, *, steps: tuple[float, ...] = (1.0, 1.5, 2.0, 3.0),
     compile_credit: float = 0.1, correct_credit: float = 0.5, step_credit: float = 0.5,
 ) -> float:
     """Stepped milestones: ``compile_credit`` once it builds and runs (incorrect), ``correct_credit`` once
     correct, then ``step_credit`` more for each speedup milestone strictly passed (default 1x, 1.5x, 2x, 3x)."""
-    r = _result(result)
-    if r.status == Status.INCORRECT:
+    if result.status == Status.INCORRECT:
         return compile_credit
-    if not r.correct:
+    if not result.correct:
         return 0.0
-    s = _speedup(r) or 0.0
+    s = _speedup(result) or 0.0
     return compile_credit + correct_credit + step_credit * sum(1 for t in steps if s > t)
 
 
 @REWARDS.register("speedup_vs_compile", "speedup_compile")
 def speedup_vs_compile_reward(
-    result: EvalResult | dict[str, Any], *, correct_bonus: float = 1.0, cap: float = 3.0, mode: str = "log",
+    result: EvalResult, *, correct_bonus: float = 1.0, cap: float = 3.0, mode: str = "log",
     margin: float = 0.05, fallback: str = "eager", correct_floor: float = CORRECT_FLOOR,
 ) -> float:
     """A reward against ``torch.compile`` rather than eager PyTorch: CUDA Agent (ByteDance Seed, 2026)
@@ -170,53 +151,50 @@ def speedup_vs_compile_reward(
     Without a compiled timing, ``fallback="eager"`` uses the eager speedup in its place, ``"none"``
     gives only the correctness part (``correct_bonus``, or 1 when stepped).
     """
-    r = _result(result)
-    if not r.correct:
+    if not result.correct:
         return 0.0
     if mode not in ("log", "stepped"):
         raise ValueError(f"speedup_vs_compile: mode must be log or stepped, got {mode!r}")
-    t = r.timing
+    t = result.timing
     s_c: float | None = None
     if t is not None and t.meaningful and t.compiled_reference_ms and t.candidate_ms:
         s_c = t.compiled_reference_ms / max(t.candidate_ms, 1e-9)
     elif fallback == "eager":
-        s_c = _speedup(r)
+        s_c = _speedup(result)
     if mode == "stepped":
-        s = _speedup(r) or 0.0
+        s = _speedup(result) or 0.0
         return 1.0 + float(s > 1.0 + margin) + float(s_c is not None and s_c > 1.0 + margin)
     if s_c is None or s_c <= 0:
         return correct_bonus
     return max(correct_floor, correct_bonus + min(cap, math.log2(s_c)))
 
 
-def hard_violations(result: EvalResult | dict[str, Any]) -> int:
+def hard_violations(result: EvalResult) -> int:
     """AutoTriton's hard rules as the gym records them: an outright rejection, a static anti-hacking
     finding, or a verdict without any call into the candidate's own kernel each count once."""
-    r = _result(result)
-    n = int(r.status == Status.REJECTED)
-    n += int(bool(r.static_findings))
-    n += int(r.status in (Status.OK, Status.INCORRECT) and sum(r.kernel_calls.values()) == 0)
+    n = int(result.status == Status.REJECTED)
+    n += int(bool(result.static_findings))
+    n += int(result.status in (Status.OK, Status.INCORRECT) and sum(result.kernel_calls.values()) == 0)
     return n
 
 
-def soft_violations(result: EvalResult | dict[str, Any], *, min_coverage: float = 0.5) -> int:
+def soft_violations(result: EvalResult, *, min_coverage: float = 0.5) -> int:
     """The rules a hybrid-mode gym (``torch_ops="allow"``, KernelGYM's default) lets through rather than
     rejects: torch compute ops in forward, and (for a correct kernel) a profiling coverage (`coverage`)
     below `min_coverage`. Each counts once."""
-    r = _result(result)
-    n = int(any(_TORCH_OPS_NOTE.match(note) for note in r.notes))
-    n += int(r.correct and coverage(r) < min_coverage)
+    n = int(bool(result.torch_ops))
+    n += int(result.correct and coverage(result) < min_coverage)
     return n
 
 
-def rule_violations(result: EvalResult | dict[str, Any], *, min_coverage: float = 0.5) -> int:
+def rule_violations(result: EvalResult, *, min_coverage: float = 0.5) -> int:
     """All of AutoTriton's rules the gym's verdict breaks: `hard_violations` + `soft_violations`."""
     return hard_violations(result) + soft_violations(result, min_coverage=min_coverage)
 
 
 @REWARDS.register("autotriton", "rule_based")
 def autotriton_reward(
-    result: EvalResult | dict[str, Any], *, execution: str = "binary", rule_weight: float = 1.0,
+    result: EvalResult, *, execution: str = "binary", rule_weight: float = 1.0,
     soft_penalty: float = 0.5, min_coverage: float = 0.5,
 ) -> float:
     """AutoTriton (Li et al. 2025): a rule-based reward combined with the execution reward.
@@ -228,14 +206,13 @@ def autotriton_reward(
     so a lazy kernel still earns less than a full one but more than a wrong one (``soft_penalty = 1``
     turns any soft breach into the veto). ``execution`` names the execution reward.
     """
-    r = _result(result)
-    base = REWARDS.get(execution)(r)
-    if hard_violations(r):
+    base = REWARDS.get(execution)(result)
+    if hard_violations(result):
         return base * (1.0 - rule_weight)
-    return base * max(0.0, 1.0 - soft_penalty * soft_violations(r, min_coverage=min_coverage))
+    return base * max(0.0, 1.0 - soft_penalty * soft_violations(result, min_coverage=min_coverage))
 
 
-def get_reward(name: str, **options: Any) -> Callable[[EvalResult | dict[str, Any]], float]:
+def get_reward(name: str, **options: Any) -> Callable[[EvalResult], float]:
     """The reward registered as `name`, with `options` bound."""
     fn = REWARDS.get(name)
     return partial(fn, **options) if options else fn

@@ -20,15 +20,14 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
-from typing import Any
 
 from kernelrl.evaluate.result import EvalResult
-from kernelrl.rewards.kernel import _result, coverage
+from kernelrl.rewards.kernel import coverage
 
 MODES = ("per_turn", "geometric")
 
-#: a turn's verdict: a result, its dict form, or None (no verdict: treated like an incorrect turn, kept)
-Verdict = EvalResult | dict[str, Any] | None
+#: a turn's verdict: a result, or None (no verdict: treated like an incorrect turn, kept)
+Verdict = EvalResult | None
 
 
 def prs_ramp(c: float, *, low: float = 0.3, width: float = 0.1) -> float:
@@ -36,12 +35,11 @@ def prs_ramp(c: float, *, low: float = 0.3, width: float = 0.1) -> float:
     return min(1.0, max(0.0, (c - low) / width))
 
 
-def prs_keep_probability(result: EvalResult | dict[str, Any], *, low: float = 0.3, width: float = 0.1) -> float:
+def prs_keep_probability(result: EvalResult, *, low: float = 0.3, width: float = 0.1) -> float:
     """``clip((coverage - low) / width, 0, 1)`` for a correct result, 1.0 otherwise."""
-    r = _result(result)
-    if not r.correct:
+    if not result.correct:
         return 1.0
-    return prs_ramp(coverage(r), low=low, width=width)
+    return prs_ramp(coverage(result), low=low, width=width)
 
 
 def _draw(p: float, rng: random.Random) -> bool:
@@ -74,10 +72,7 @@ def prs_keep_mask(
     out: list[list[bool]] = []
     for turns in trajectories:
         # coverage of each correct turn, None for the turns PRS never touches
-        covs: list[float | None] = []
-        for t in turns:
-            r = None if t is None else _result(t)
-            covs.append(coverage(r) if r is not None and r.correct else None)
+        covs: list[float | None] = [coverage(t) if t is not None and t.correct else None for t in turns]
         if mode == "per_turn":
             out.append([True if c is None else _draw(prs_ramp(c, low=low, width=width), rng) for c in covs])
             continue

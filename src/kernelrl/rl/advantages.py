@@ -19,7 +19,7 @@ from kernelrl.rl.masked import (
     whiten_,
     zero_masked,
 )
-from kernelrl.rl.registries import ADVANTAGE_ESTIMATORS
+from kernelrl.rl.registries import ADVANTAGE_ESTIMATORS, declare_inputs
 
 
 def _check(rewards: Tensor, group_ids: Tensor | None, response_mask: Tensor) -> None:
@@ -194,6 +194,7 @@ def episode_returns(rewards: Tensor, episode_ids: Tensor, turn_index: Tensor, ga
 
 
 @ADVANTAGE_ESTIMATORS.register("trloo")
+@declare_inputs(episodes=True)
 def trloo_advantages(
     rewards: Tensor,
     group_ids: Tensor,

@@ -6,6 +6,7 @@ Optional ``valid [B]`` (bool) restricts which samples are members; non-members g
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from typing import NamedTuple
 
 import torch
@@ -23,6 +24,13 @@ def group_index(group_ids: Tensor) -> GroupIndex:
     """Map arbitrary integer ids ``[B]`` to dense group numbers ``[B]``."""
     uniq, inverse = torch.unique(group_ids, return_inverse=True)
     return GroupIndex(inverse, int(uniq.numel()))
+
+
+def key_ids(keys: Sequence[Hashable]) -> Tensor:
+    """Integer ids ``[B]`` for typed group keys (e.g. ``(prompt, turn)`` tuples): equal keys, equal ids,
+    numbered in sorted key order, so groups never depend on how two ids would pack into one int."""
+    number = {key: i for i, key in enumerate(sorted(set(keys)))}  # type: ignore[type-var]
+    return torch.tensor([number[key] for key in keys], dtype=torch.long)
 
 
 def _members(values: Tensor, valid: Tensor | None) -> tuple[Tensor, Tensor]:

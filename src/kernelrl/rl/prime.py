@@ -19,7 +19,7 @@ from kernelrl.rl.masked import (
     whiten_,
     zero_masked,
 )
-from kernelrl.rl.registries import ADVANTAGE_ESTIMATORS
+from kernelrl.rl.registries import ADVANTAGE_ESTIMATORS, declare_inputs
 
 
 def implicit_process_rewards(
@@ -62,6 +62,7 @@ def normalize_process_rewards(process_rewards: Tensor, response_mask: Tensor, *,
 
 
 @ADVANTAGE_ESTIMATORS.register("prime")
+@declare_inputs(process_rewards=True)
 def prime_advantages(
     rewards: Tensor,
     group_ids: Tensor,

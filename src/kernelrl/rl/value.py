@@ -17,7 +17,7 @@ from torch import Tensor
 
 from kernelrl.rl.aggregation import aggregate_loss
 from kernelrl.rl.masked import as_bool_mask, place_at_last_token, whiten_, zero_masked
-from kernelrl.rl.registries import ADVANTAGE_ESTIMATORS
+from kernelrl.rl.registries import ADVANTAGE_ESTIMATORS, declare_inputs
 
 
 def _check_tokens(mask: Tensor, **tensors: Tensor) -> None:
@@ -74,6 +74,7 @@ def gae_advantages(
 
 
 @ADVANTAGE_ESTIMATORS.register("gae")
+@declare_inputs(values=True)
 def gae_estimator(
     rewards: Tensor, group_ids: Tensor | None, response_mask: Tensor, *, values: Tensor,
     token_rewards: Tensor | None = None, gamma: float = 1.0, lam: float = 1.0, whiten: bool = True, eps: float = 1e-8,

@@ -41,6 +41,14 @@ def _known_rl(field: str, name: str) -> str:
     return _known(getattr(kernelrl.rl, registry), kind, name)
 
 
+def _estimator_inputs(algo: str) -> Any:
+    """What the advantage estimator `algo` declared it needs (`kernelrl.rl.registries.EstimatorInputs`; imports torch)."""
+    import kernelrl.rl
+    from kernelrl.rl.registries import estimator_inputs
+
+    return estimator_inputs(_known(kernelrl.rl.ADVANTAGE_ESTIMATORS, "advantage estimator", algo))
+
+
 class ModelConfig(_Section):
     """`tiny` builds a tokenizer and a randomly initialised Llama locally; otherwise a HF name/path."""
 
@@ -381,13 +389,13 @@ class TrainConfig(_Section):
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
-        if "critic" in self.pipeline.stages and self.rl.algo != "gae":
+        if "critic" in self.pipeline.stages and not _estimator_inputs(self.rl.algo).values:
             raise ValueError(f"pipeline.stages: has 'critic' but rl.algo is {self.rl.algo!r}: a critic exists only "
                              "with rl.algo=gae")
         if self.task.min_ops > self.task.max_ops:
             raise ValueError("task.min_ops: must be <= task.max_ops")
-        if self.rl.algo == "trloo" and self.rl.turns < 1:
-            raise ValueError("rl.turns: trloo needs rl.turns >= 1")
+        if self.rl.turns < 1 and _estimator_inputs(self.rl.algo).episodes:
+            raise ValueError(f"rl.turns: {self.rl.algo} needs rl.turns >= 1")
         if self.rl.rollout == "copris" and self.rl.concurrency < self.rl.group_size:
             raise ValueError("rl.concurrency: must be >= rl.group_size for copris")
         if not self.eval.measure_timing and self.rl.reward not in ("binary", "correct", "compile", "compiled"):

@@ -95,10 +95,9 @@ class TinyProtocol(EpisodeProtocol):
     def feedback(self, result: Verdict, count: TokenCounter | None = None) -> str:
         """The gym's status only; a correct turn (refined further when episodes run to the turn limit)
         also gets its speedup, rounded to 0.1."""
-        res = EvalResult.from_dict(result) if isinstance(result, dict) else result
-        status = str(res.status) if res is not None else "no_answer"
-        if res is not None and res.correct and res.speedup:
-            return f"\nresult: {status} {res.speedup:.1f}x\nfaster:"
+        status = str(result.status) if result is not None else "no_answer"
+        if result is not None and result.correct and result.speedup:
+            return f"\nresult: {status} {result.speedup:.1f}x\nfaster:"
         return f"\nresult: {status}\nfix:"
 
     def describe_tool(self, executor: ToolExecutor, name: str, code: str) -> tuple[str, EvalResult | None]:

@@ -53,7 +53,9 @@ from kernelrl.rl import (
     ppo_clip_loss,
     prm_cross_entropy_loss,
 )
+from kernelrl.rl.groups import key_ids
 from kernelrl.rl.masked import masked_mean
+from kernelrl.rl.registries import estimator_inputs
 from kernelrl.train.config import RLConfig
 from kernelrl.train.critic import Critic, episode_gae
 from kernelrl.train.logprobs import pad_responses, response_logprobs
@@ -90,6 +92,13 @@ def model_token_mask(samples: list[Sample], width: int) -> torch.Tensor:
     return out
 
 
+class TurnGroup(NamedTuple):
+    """The group a sample's advantage is relative to: its prompt group's samples at the same turn."""
+
+    group: int
+    turn: int
+
+
 class Advantages(NamedTuple):
     """One update's advantages and loss mask over the N samples that survived dynamic sampling.
 
@@ -116,8 +125,9 @@ class RLTrainer:
         self.cfg, self.model, self.tok, self.seed = cfg, model, tok, seed
         self.pad = tok.pad_token_id or 0
         self.reward_fn = get_reward(cfg.reward, **cfg.reward_options)
-        self.ref = clone_model(model) if (cfg.kl_coef > 0 or cfg.algo == "prime") else None
-        self.prm = clone_model(model) if cfg.algo == "prime" else None
+        needs = estimator_inputs(cfg.algo)
+        self.ref = clone_model(model) if (cfg.kl_coef > 0 or needs.process_rewards) else None
+        self.prm = clone_model(model) if needs.process_rewards else None
         params = [p for p in model.parameters() if p.requires_grad]
         self.opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lr_lambda(cfg))
@@ -129,7 +139,7 @@ class RLTrainer:
             self.prm_opt = torch.optim.AdamW(self.prm.parameters(), lr=cfg.prime_lr, weight_decay=0.0)
             self.optimizers["prm"] = self.prm_opt
         # PPO with GAE: a critic copied from the policy as it is now, trained by its own AdamW (`train.critic`)
-        self.critic = Critic(model, cfg, self.pad) if cfg.algo == "gae" else None
+        self.critic = Critic(model, cfg, self.pad) if needs.values else None
         if self.critic is not None:
             self.optimizers["critic"] = self.critic.opt
         self.engine = Engine(model, tok, max_batch_size=max(cfg.concurrency, cfg.group_size * cfg.prompts_per_step),
@@ -292,12 +302,13 @@ class RLTrainer:
             return Advantages(rows, adv, mask, loss_rows, metrics, values, returns)
         if not bool(loss_rows.any()):
             return Advantages(rows, torch.zeros(mask.shape), mask, loss_rows, metrics)
-        # TRLOO keys its groups by (prompt, turn) itself; the others get (prompt, turn) groups here
-        group_ids = torch.tensor([s.group for s in rows]) if cfg.algo == "trloo" else self._group_ids(rows)
+        # an estimator of episodes (TRLOO) keys its groups by (prompt, turn) itself; the others get them here
+        needs = estimator_inputs(cfg.algo)
+        group_ids = torch.tensor([s.group for s in rows]) if needs.episodes else self._group_ids(rows)
         extras: dict[str, Any] = {}
-        if cfg.algo == "trloo":
+        if needs.episodes:
             extras = {"turn_index": _stack(rows, "turn"), "episode_ids": self._episode_ids(rows), "gamma": cfg.gamma}
-        if cfg.algo == "prime":
+        if needs.process_rewards:
             extras["process_rewards"], prm_metrics = self._prime_update(rows, mask, loss_rows)
             metrics.update(prm_metrics)
         adv = ADVANTAGE_ESTIMATORS.get(cfg.algo)(rewards, group_ids, mask, **extras)
@@ -331,7 +342,8 @@ class RLTrainer:
 
     @staticmethod
     def _group_ids(samples: list[Sample]) -> torch.Tensor:
-        return torch.tensor([s.group * 1000 + s.turn for s in samples])
+        """Ids of the samples' (prompt group, turn) groups (`TurnGroup`)."""
+        return key_ids([TurnGroup(s.group, s.turn) for s in samples])
 
     def update(self, samples: list[Sample]) -> dict[str, float]:
         """The policy update on scored samples (filters, advantages, clipped loss, optimizer step)."""
