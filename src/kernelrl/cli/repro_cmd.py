@@ -3,7 +3,7 @@
 Targets: ``drkernel`` (Dr. Kernel: GRPO vs TRLOO trained side by side from one SFT checkpoint per seed,
 seeds 0-2, paired differences with a 95% interval and a verdict; on the first seed lazy optimisation with
 and without PR + PRS in hybrid mode, the self-inclusion weight demonstration, sequential test-time scaling;
-~35 min on 2 cores),
+~20-25 min on 2 cores),
 ``proxy`` (proxy compression: byte-only vs compressed-view arms vs a tokenizer-only baseline at
 equal FLOPs over three model sizes, the gap to byte-only against size; minutes on 2 cores),
 ``nki-agent`` (NKI-Agent: tool use vs single shot with the same policy on the NKI suite, compile vs

@@ -24,8 +24,8 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 #: paths (relative to the repository root) and exclusions that never change a number (docs, reports' rendering,
 #: the red-team corpus)
-_NOT_CODE = ("*.md", "src/kernelrl/repro/*_report.py", "src/kernelrl/evaluate/redteam_corpus/*",
-             "src/kernelrl/repro/results/*")
+_NOT_CODE = ("**/*.md", "src/kernelrl/repro/*_report.py", "src/kernelrl/evaluate/redteam_corpus/**",
+             "src/kernelrl/repro/results/**")
 _TRAINING = ("src/kernelrl/train", "src/kernelrl/rl", "src/kernelrl/generation", "src/kernelrl/rewards",
              "src/kernelrl/evaluate", "src/kernelrl/tasks", "src/kernelrl/native", "src/kernelrl/config.py",
              "src/kernelrl/registry.py")
@@ -44,7 +44,7 @@ CODE: dict[str, tuple[str, ...]] = {
 
 def pathspecs(name: str) -> list[str]:
     """`CODE[name]` as git pathspecs (with the `_NOT_CODE` exclusions)."""
-    return [*CODE[name], *(f":(exclude,glob){p}" if "*" in p else f":(exclude){p}" for p in _NOT_CODE)]
+    return [*CODE[name], *(f":(exclude,glob){p}" for p in _NOT_CODE)]
 
 
 def _git(*args: str, cwd: Path) -> str | None:
@@ -77,6 +77,18 @@ def new_record(repro: str, config: dict[str, Any]) -> dict[str, Any]:
     return {"repro": repro, **revision(), "command": " ".join(["kernelrl", *sys.argv[1:]]),
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "config": json.loads(json.dumps(config, default=str))}
+
+
+#: what every record holds (``seed_list``: the seeds it ran; multi-seed repros keep each seed's numbers in ``seeds``)
+REQUIRED = ("repro", "revision", "dirty", "command", "date", "config", "seed_list", "wall_s")
+
+
+def missing_keys(record: dict[str, Any]) -> list[str]:
+    """`REQUIRED` keys a finished record lacks (and seeds of ``seed_list`` missing from ``seeds``, if present)."""
+    out = [k for k in REQUIRED if k not in record]
+    if "seeds" in record:
+        out += [f"seeds.{s}" for s in record.get("seed_list", []) if str(s) not in record["seeds"]]
+    return out
 
 
 def write_record(out: Path, record: dict[str, Any]) -> Path:
@@ -152,7 +164,7 @@ def _is_code(name: str, file: str) -> bool:
     import fnmatch
 
     return (any(file == p or file.startswith(p.rstrip("/") + "/") for p in CODE[name])
-            and not any(fnmatch.fnmatch(file, p) for p in _NOT_CODE))
+            and not any(fnmatch.fnmatch(file, p.replace("**/", "")) for p in _NOT_CODE))
 
 
 def revision_problems(root: Path, name: str, data: dict[str, Any]) -> list[str]:
@@ -188,7 +200,30 @@ def staleness(root: Path | None, path: Path) -> list[str] | None:
                 else "records no config"]
     if name is None:
         return [f"no entry in kernelrl.repro.record.CODE for {path.name}: which code made it is unknown"]
-    problems = config_problems(name, config)
+    problems = config_problems(name, config) + report_problems(path, data)
     if root is not None:
         problems += revision_problems(root, name, data)
     return problems
+
+
+def render_report(name: str, record: dict[str, Any]) -> str:
+    """Repro `name`'s Markdown report from a record alone (what ``--report-only`` writes)."""
+    import importlib
+
+    module = {"drkernel": "drkernel", "direct-opd": "direct_opd_report", "proxy": "proxy_report",
+              "nki-agent": "nki_agent_report"}[name]
+    return importlib.import_module(f"kernelrl.repro.{module}").report(record)
+
+
+def report_problems(path: Path, data: dict[str, Any]) -> list[str]:
+    """For a committed record with a report next to it (``NAME-report.md``): whether re-rendering the record
+    gives that report (else it was edited by hand, or rendered from other numbers)."""
+    name = data.get("repro")
+    report = path.with_name(f"{name}-report.md")
+    if name not in ("drkernel", "direct-opd", "proxy", "nki-agent") or not report.is_file():
+        return []
+    try:
+        same = render_report(name, data) == report.read_text()
+    except (KeyError, TypeError, ValueError) as exc:
+        return [f"its report no longer renders from it ({type(exc).__name__}: {exc}): run --report-only"]
+    return [] if same else [f"{report.name} differs from what the record renders: regenerate it with --report-only"]
