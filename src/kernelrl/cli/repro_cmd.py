@@ -67,6 +67,8 @@ def _print_config_or_report(args: argparse.Namespace, cfg: Any, rewrite_report: 
 
 
 def run(args: argparse.Namespace) -> int:
+    import sys
+
     if args.target == "proxy":
         return run_proxy(args)
     if args.target == "nki-agent":
@@ -79,7 +81,11 @@ def run(args: argparse.Namespace) -> int:
     out = _out_dir(args)
     if _print_config_or_report(args, cfg, rewrite_report, out):
         return 0
-    res = run_drkernel(cfg, out, seeds=_seeds(args))
+    try:
+        res = run_drkernel(cfg, out, seeds=_seeds(args))
+    except ValueError as exc:
+        print(f"kernelrl repro drkernel: {exc}", file=sys.stderr)
+        return 2
     a = res["lazy"]
     print("lazy share (first -> last step): " + ", ".join(
         f"{arm} {d['lazy_share'][0]:.2f} -> {d['lazy_share'][-1]:.2f}" for arm, d in a.items() if d["lazy_share"]))

@@ -270,6 +270,11 @@ def run_drkernel(cfg: TrainConfig, out: str | Path, *, seeds: tuple[int, ...] = 
                  heldout_turns: int = 3) -> dict[str, Any]:
     """Every seed's arms, then (a)-(c) on the first seed's policies; ``results.json``, the plot and the report
     (rendered from ``results.json``) under `out`. Returns the results."""
+    if METRIC.startswith("sampled_") and cfg.eval.heldout_samples < 2:
+        raise ValueError(f"GRPO vs TRLOO is judged on held-out {METRIC}: eval.heldout_samples must be >= 2, "
+                         f"got {cfg.eval.heldout_samples}")
+    if not seeds:
+        raise ValueError("at least one seed is needed")
     t_start = time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
