@@ -3,7 +3,8 @@
 Writes bench/results/main_job_tiny_cpu.json from the run's own summary.json: held-out numbers after SFT
 and after RL, the stage times, the wall time of the whole command, the median `time/generate` and
 `time/evaluate_wait` per RL step, and the gym's cost per evaluation by part (p50/p95). Targets (the
-gym-throughput issue, 2 idle cores): <= 3 min wall, median evaluate-wait <= 2x median generate.
+gym-throughput issue, 2 idle cores): <= 3 min wall, median evaluate-wait <= 2x median generate. The record
+holds the resolved config and the revision (`tests/repro/test_results_fresh.py` checks them).
 
     python bench/bench_main_job.py [--out DIR] [KEY=VALUE ...]   (overrides go to `kernelrl train`)
 """
@@ -38,7 +39,7 @@ def main() -> None:
     generate, wait = steps.get("time/generate"), steps.get("time/evaluate_wait")
     record: dict[str, Any] = {**heldout, "times": summary["times"], "eval_cache": summary["eval_cache"],
                               "rl_step_times": steps, "gym_costs": summary.get("gym_costs"), "wall_s": wall,
-                              "overrides": args.overrides}
+                              "overrides": args.overrides, "config": summary["config"]}
     print(f"kernelrl train --preset tiny-cpu: {wall:.0f} s wall")
     for name, h in heldout.items():
         print(f"  {name}: pass rate {h['pass_rate']:.3f}, fast_1 {h['fast_1']:.3f}, sampled pass rate {h.get('sampled_pass_rate', 0):.3f}")

@@ -29,18 +29,22 @@ def machine() -> dict[str, Any]:
             "torch": torch.__version__, "load_average": os.getloadavg()[0], "platform": platform.platform()}
 
 
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=RESULTS.parent,
+                              timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
 def write_result(name: str, numbers: dict[str, Any]) -> Path:
     """Write bench/results/NAME.json and return its path."""
     RESULTS.mkdir(exist_ok=True)
-    try:
-        revision = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                  cwd=RESULTS.parent, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        revision = ""
     record = {
         "command": "python " + " ".join([f"bench/{Path(sys.argv[0]).name}", *sys.argv[1:]]),
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "revision": revision,
+        "revision": _git("rev-parse", "HEAD"),
+        "dirty": _git("diff", "--name-only", "HEAD", "--", "src", "bench").split(),  # uncommitted code it ran
         "machine": machine(),
         "results": numbers,
     }

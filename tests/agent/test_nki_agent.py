@@ -16,6 +16,7 @@ from kernelrl.agent.prompts import PromptConfig
 from kernelrl.cli import main
 from kernelrl.evaluate import EvalPool
 from kernelrl.evaluate.candidate import Candidate
+from kernelrl.repro.record import missing_keys
 from kernelrl.rewards import get_reward
 from kernelrl.tasks import load_solutions, suite_path
 
@@ -58,6 +59,7 @@ def test_repro_nki_agent_smoke(pool: EvalPool, tmp_path: Path) -> None:
     results = run_nki_agent(NkiAgentConfig.build(smoke=True), tmp_path, pool=pool)
     assert {p.name for p in tmp_path.iterdir()} >= {"report.md", "nki-agent.png", "results.json"}
     assert json.loads((tmp_path / "results.json").read_text())["tool_use"]["tools_only"] == results["tool_use"]["tools_only"]
+    assert not missing_keys(json.loads((tmp_path / "results.json").read_text()))  # revision, config, wall time
     a, b = results["tool_use"], results["best_of_n"]
     assert a["tasks"] == 2 and a["tasks_with_reference"] == 1  # 06_Exp ships no reference kernel
     assert a["tools_only"] >= 1 and a["single_shot_only"] == 0

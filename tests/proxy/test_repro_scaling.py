@@ -16,6 +16,7 @@ from kernelrl.proxy.evaluate import evaluate_symbol_bpb
 from kernelrl.proxy.mixing import make_layout, pack_eval, pack_eval_symbols, wrap_raw
 from kernelrl.proxy.model import LMOutput
 from kernelrl.repro.proxy import repro_config, trend
+from kernelrl.repro.record import missing_keys
 
 
 class Uniform(nn.Module):
@@ -76,6 +77,7 @@ def test_smoke_repro_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[st
     out = tmp_path / "run"
     assert main(["repro", "proxy", "--smoke", "--out", str(out)]) == 0
     r = json.loads((out / "results.json").read_text())
+    assert r["repro"] == "proxy" and not missing_keys(r)  # revision, config, seed, wall time
     assert len(r["sizes"]) >= 3 and "tokenizer-only" in r["arms"] and "bytes" in r["arms"]
     params = [s["non_embedding_params"] for s in r["sizes"]]
     assert params == sorted(params) and len(set(params)) == len(params)

@@ -16,6 +16,7 @@ from kernelrl.cli.distill_cmd import config as distill_config
 from kernelrl.config import ConfigError
 from kernelrl.evaluate import EvalPool
 from kernelrl.repro.direct_opd import ARMS, repro_config, run_direct_opd
+from kernelrl.repro.record import missing_keys
 from kernelrl.train.config import DistillConfig, TrainConfig, load_config
 from kernelrl.train.distill import build_student, kl_to_teacher, opd_step
 from kernelrl.train.job import save_weights
@@ -105,6 +106,7 @@ def test_repro_direct_opd_smoke(tmp_path: Path, pool: EvalPool) -> None:
                  "seed0/student/policy.safetensors", "seed0/sequential_2/distill/student.safetensors"):
         assert (tmp_path / name).is_file(), name
     data = json.loads((tmp_path / "results.json").read_text())
+    assert data["repro"] == "direct-opd" and not missing_keys(data)  # revision, config, every seed, wall time
     seed = data["seeds"]["0"]
     assert set(seed["arms"]) == set(ARMS)
     for arm, r in seed["arms"].items():

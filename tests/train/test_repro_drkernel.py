@@ -17,6 +17,7 @@ from kernelrl.repro.drkernel import (
     self_inclusion_weights,
     sequential_scaling,
 )
+from kernelrl.repro.record import load_config, missing_keys
 from kernelrl.train.rollout import Sample
 
 
@@ -55,24 +56,46 @@ def test_cli_repro_print_config(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["repro", "drkernel", "rl.steps=1", "--smoke", "--print-config", "--set", "rl.lr=0.01"]) == 0
     out = capsys.readouterr().out
     assert "hybrid: true" in out and "steps: 1" in out and "stop_at_first_correct: false" in out and "lr: 0.01" in out
+    # GRPO vs TRLOO is judged on the sampled held-out pass rate: a config without samples is refused up front
+    assert main(["repro", "drkernel", "--smoke", "--set", "eval.heldout_samples=1"]) == 2
+    assert "eval.heldout_samples must be >= 2" in capsys.readouterr().err
     cfg = repro_config()
     assert cfg.task.hybrid and cfg.rl.algo == "trloo" and cfg.rl.turns >= 2
 
 
 def test_repro_smoke_run(tmp_path: Path) -> None:
-    res = run_drkernel(repro_config(smoke=True), tmp_path, echo=False, probe_batches=1, heldout_episodes=1,
-                       heldout_turns=2)
-    for name in ("report.md", "drkernel.png", "results.json", "baseline/metrics.jsonl", "pr_prs/policy.safetensors"):
+    """Both arms of GRPO vs TRLOO from one SFT checkpoint, (a)-(c), results.json and a report rendered from it."""
+    res = run_drkernel(repro_config(smoke=True), tmp_path, seeds=(0,), echo=False, probe_batches=1,
+                       heldout_episodes=1, heldout_turns=2)
+    for name in ("report.md", "drkernel.png", "results.json", "seed0/trloo/metrics.jsonl",
+                 "seed0/grpo/policy.safetensors", "seed0/pr_prs/policy.safetensors", "seed0/sft/sft_policy.safetensors"):
         assert (tmp_path / name).is_file(), name
     data = json.loads((tmp_path / "results.json").read_text())
+    assert data["repro"] == "drkernel" and not missing_keys(data) and data["wall_s"] > 0
+    assert load_config("drkernel", data["config"]).rl.steps == 2  # the recorded config loads with today's schema
+    seed = data["seeds"]["0"]["arms"]
+    for arm in ("grpo", "trloo"):
+        assert len(seed[arm]["reward_mean"]) == 2 and 0.0 <= seed[arm]["heldout_after_rl"][data["metric"]] <= 1.0
+    for arm in ("grpo", "trloo"):  # each arm ran its own estimator, from the seed's one SFT checkpoint
+        ran = json.loads((tmp_path / "seed0" / arm / "summary.json").read_text())["config"]
+        assert ran["rl"]["algo"] == arm and ran["sft"]["steps"] == 0
+        assert ran["model"]["init_from"] == str(tmp_path / "seed0" / "sft" / "sft_policy.safetensors")
+    assert seed["grpo"]["heldout_after_sft"] == seed["trloo"]["heldout_after_sft"]
+    cmp = data["algo_comparison"]
+    assert cmp["n"] == 1 and cmp["verdict"] == "underpowered" and cmp["ci95"] is None  # one seed: no interval
+    assert cmp["diffs"] == [pytest.approx(seed["trloo"]["heldout_after_rl"][data["metric"]]
+                                          - seed["grpo"]["heldout_after_rl"][data["metric"]])]
     for arm in ("baseline", "pr_prs"):
         assert len(data["lazy"][arm]["lazy_share"]) == 2  # one value per RL step
         probe = data["self_inclusion"][arm]["to_turn_limit"]["all"]
         assert probe["trloo"] == pytest.approx(1.0) and probe["drgrpo"] == pytest.approx(probe["analytic_grpo"])
         tt = data["test_time"][arm]
         assert 0.0 <= tt["last_fast_1"] <= tt["best_fast_1"] <= 1.0 and tt["episodes"] == 2  # 2 held-out x 1
+    assert data["lazy"]["baseline"] == seed["trloo"]  # the lazy baseline is the TRLOO arm
     report = (tmp_path / "report.md").read_text()
-    assert "(a) Lazy optimisation" in report and "(b) GRPO's self-inclusion" in report and "(c) Sequential" in report
+    assert "GRPO vs TRLOO (the finding under test)" in report and "**Verdict (TRLOO beats GRPO" in report
+    assert "underpowered" in report and "(b) Demonstration, not a finding" in report
+    assert "(a) Lazy optimisation" in report and "(c) Sequential" in report
     assert res["times"]["total_s"] > 0
     (tmp_path / "report.md").unlink()
     assert main(["repro", "drkernel", "--out", str(tmp_path), "--report-only"]) == 0

@@ -1,14 +1,17 @@
 """`kernelrl repro TARGET`: reproduce a paper's findings at CPU scale, with a report under a run directory.
 
-Targets: ``drkernel`` (Dr. Kernel: lazy optimisation with and without PR + PRS in hybrid mode, GRPO's
-self-inclusion bias vs TRLOO on multi-turn returns, sequential test-time scaling; ~10 min on 2 cores),
+Targets: ``drkernel`` (Dr. Kernel: GRPO vs TRLOO trained side by side from one SFT checkpoint per seed,
+seeds 0-2, paired differences with a 95% interval and a verdict; on the first seed lazy optimisation with
+and without PR + PRS in hybrid mode, the self-inclusion weight demonstration, sequential test-time scaling;
+~20-25 min on 2 cores),
 ``proxy`` (proxy compression: byte-only vs compressed-view arms vs a tokenizer-only baseline at
 equal FLOPs over three model sizes, the gap to byte-only against size; minutes on 2 cores),
 ``nki-agent`` (NKI-Agent: tool use vs single shot with the same policy on the NKI suite, compile vs
 execution reward by best-of-n and a tiny GRPO run; a few minutes on 2 cores) and ``direct-opd``
 (weak-to-strong Direct-OPD: a weak teacher pair's shift applied to a stronger student, vs step-matched RL
 and reverse KL to the teacher, top-K and two sequential shifts; seeds 0-2, ~10 min on 2 cores).
-`--smoke` runs a seconds-sized version; `key=value` pairs right after the target (or `--set key=value`,
+Every target writes ``results.json`` (revision, config, every seed's numbers, wall time) and renders its report
+from that file alone. `--smoke` runs a seconds-sized version; `key=value` pairs right after the target (or `--set key=value`,
 anywhere) override the config.
 """
 
@@ -27,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("target", choices=TARGETS)
     p.add_argument("--out", default=None, help="run directory (default runs/repro-<target>)")
     p.add_argument("--smoke", action="store_true", help="a seconds-sized run (for tests)")
-    p.add_argument("--seeds", default=None, help="direct-opd: comma-separated seeds (default 0,1,2; --smoke: 0)")
+    p.add_argument("--seeds", default=None, help="drkernel, direct-opd: comma-separated seeds (default 0,1,2; --smoke: 0)")
     p.add_argument("--print-config", action="store_true", help="print the resolved training config and exit")
     p.add_argument("--report-only", action="store_true", help="re-render report.md and the plot from --out's results.json")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="training config overrides, e.g. rl.steps=4")
@@ -37,6 +40,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _out_dir(args: argparse.Namespace) -> str:
     return args.out or f"runs/repro-{args.target}{'-smoke' if args.smoke else ''}"
+
+
+def _seeds(args: argparse.Namespace) -> tuple[int, ...]:
+    """`--seeds` as integers (default 0,1,2; --smoke: 0)."""
+    raw = args.seeds or ("0" if args.smoke else "0,1,2")
+    try:
+        seeds = tuple(int(x) for x in raw.split(","))
+    except ValueError:
+        raise SystemExit(f"--seeds: expected comma-separated integers, got {raw!r}") from None
+    if len(set(seeds)) != len(seeds):
+        raise SystemExit(f"--seeds: repeated seed in {raw!r}")
+    return seeds
 
 
 def _print_config_or_report(args: argparse.Namespace, cfg: Any, rewrite_report: Callable[[str], Any], out: str) -> bool:
@@ -52,6 +67,8 @@ def _print_config_or_report(args: argparse.Namespace, cfg: Any, rewrite_report: 
 
 
 def run(args: argparse.Namespace) -> int:
+    import sys
+
     if args.target == "proxy":
         return run_proxy(args)
     if args.target == "nki-agent":
@@ -64,10 +81,16 @@ def run(args: argparse.Namespace) -> int:
     out = _out_dir(args)
     if _print_config_or_report(args, cfg, rewrite_report, out):
         return 0
-    res = run_drkernel(cfg, out)
+    try:
+        res = run_drkernel(cfg, out, seeds=_seeds(args))
+    except ValueError as exc:
+        print(f"kernelrl repro drkernel: {exc}", file=sys.stderr)
+        return 2
     a = res["lazy"]
     print("lazy share (first -> last step): " + ", ".join(
         f"{arm} {d['lazy_share'][0]:.2f} -> {d['lazy_share'][-1]:.2f}" for arm, d in a.items() if d["lazy_share"]))
+    c = res["algo_comparison"]
+    print(f"TRLOO - GRPO held-out {c['metric']}: {c['mean']:+.3f} over {c['n']} seed(s): {c['verdict']}")
     print(f"report: {out}/report.md ({res['times']['total_s']:.0f} s)")
     return 0
 
@@ -139,12 +162,7 @@ def run_direct_opd(args: argparse.Namespace) -> int:
     out = _out_dir(args)
     if _print_config_or_report(args, cfg, rewrite_report, out):
         return 0
-    raw = args.seeds or ("0" if args.smoke else "0,1,2")
-    try:
-        seeds = tuple(int(x) for x in raw.split(","))
-    except ValueError:
-        raise SystemExit(f"--seeds: expected comma-separated integers, got {raw!r}") from None
-    res = run_all(cfg, out, seeds=seeds)
+    res = run_all(cfg, out, seeds=_seeds(args))
     s = res["summary"]
     print(f"student before {s['student_before']['sampled_pass_rate']:.3f} sampled pass; after: " + ", ".join(
         f"{arm} {s[arm]['sampled_pass_rate']:.3f} ({s[arm]['sampled_pass_rate_change']:+.3f})"

@@ -18,12 +18,12 @@ Yang et al. 2026, arXiv 2602.12125). Per seed:
 
 Held-out pass rates (greedy and sampled) of everyone on the same chains and eval seeds; gym timing is
 off (correctness only, binary RL reward: deterministic runs) to fit 3 seeds in about 10 minutes on 2 cores. Writes
-``report.md``, ``direct-opd.png`` and ``results.json``; the report states the sign of each effect.
+``results.json`` (`kernelrl.repro.record`), then ``report.md`` and ``direct-opd.png`` rendered from it alone;
+the report states the sign of each effect.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 import statistics
 import time
@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelrl.evaluate import EvalPool
+from kernelrl.repro.record import new_record, read_record, write_record
 from kernelrl.train.config import TrainConfig, load_config
 from kernelrl.train.distill import run_distill
 from kernelrl.train.job import eval_config, run_train
@@ -185,7 +186,8 @@ def run_direct_opd(cfg: TrainConfig, out: str | Path, *, seeds: tuple[int, ...] 
     out.mkdir(parents=True, exist_ok=True)
     own = pool is None
     pool = pool or EvalPool(cfg.eval.workers, eval_config(cfg), sandbox=cfg.eval.sandbox)
-    results: dict[str, Any] = {"config": cfg.model_dump(), "seeds": {}, "times": {}}
+    results: dict[str, Any] = {**new_record("direct-opd", cfg.model_dump()), "seed_list": list(seeds), "seeds": {},
+                               "times": {}}
     try:
         for seed in seeds:
             t0 = time.perf_counter()
@@ -198,14 +200,14 @@ def run_direct_opd(cfg: TrainConfig, out: str | Path, *, seeds: tuple[int, ...] 
 
             results["seeds"][str(seed)] = run_seed(c, out / f"seed{seed}", pool, say)
             results["times"][f"seed{seed}_s"] = time.perf_counter() - t0
-            (out / "results.json").write_text(json.dumps(results, indent=1, default=str))  # the seeds so far
+            write_record(out, results)  # the seeds so far
     finally:
         if own:
             pool.close()
     results["summary"] = summarize(results["seeds"])
-    results["times"]["total_s"] = time.perf_counter() - t_start
-    (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
-    write_outputs(results, out)
+    results["times"]["total_s"] = results["wall_s"] = time.perf_counter() - t_start
+    write_record(out, results)
+    rewrite_report(out)
     return results
 
 
@@ -217,6 +219,6 @@ def write_outputs(results: dict[str, Any], out: Path) -> None:
 
 
 def rewrite_report(out: str | Path) -> None:
-    """Re-render ``report.md`` and ``direct-opd.png`` from a run's ``results.json`` (no training, no gym)."""
+    """Render ``report.md`` and ``direct-opd.png`` from a run's ``results.json`` alone (no training, no gym)."""
     out = Path(out)
-    write_outputs(json.loads((out / "results.json").read_text()), out)
+    write_outputs(read_record(out), out)

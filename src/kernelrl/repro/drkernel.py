@@ -1,29 +1,28 @@
-"""`kernelrl repro drkernel`: three of Dr. Kernel's findings (Liu et al. 2025, "Dr. Kernel: Reinforcement
-Learning Done Right for Triton Kernel Generations"), measured at CPU scale on the tiny family in hybrid
-mode (`task.hybrid`: an answer may leave ops to PyTorch; the gym runs with ``torch_ops="allow"`` and
-records the time-based profiling coverage).
+"""`kernelrl repro drkernel`: Dr. Kernel's findings (Liu et al. 2025, "Dr. Kernel: Reinforcement Learning Done
+Right for Triton Kernel Generations") at CPU scale on the tiny family in hybrid mode (`task.hybrid`: an answer
+may leave ops to PyTorch; the gym runs with ``torch_ops="allow"`` and records the time-based profiling coverage).
 
-(a) Lazy optimisation: the share of correct turns whose coverage is below 0.5 (`rollout/lazy_share`),
-    over training, for two runs from the same seed and the same SFT policy: without PR / PRS (reward
-    `speedup`, PRS off) and with them (reward `coverage` = PR, ``1 + min(s, 3) + coverage``; PRS per turn,
-    keep p = clip((c - 0.3) / 0.1, 0, 1)).
-(b) GRPO's self-inclusion bias vs TRLOO on multi-turn returns. With the group-mean baseline over the n
-    members of a (prompt, turn) group, ``A_i = G_i - (1/n) sum_j G_j = ((n-1)/n) (G_i - mean_{j != i} G_j)``:
-    the sample's own return is in its baseline, so its expected gradient weight is ``dA_i/dG_i = (n-1)/n``
-    (0 for a group of one), where TRLOO's leave-one-out baseline gives 1. In multi-turn rollouts later
-    turns have smaller groups (episodes stop or run out of context), so the bias grows with the turn.
-    The weights are computed from real rollouts' returns analytically and as ``dA_i/dr_i`` by autograd
-    through the `kernelrl.rl` estimators (``drgrpo``, ``grpo`` with std normalisation, ``trloo``).
+GRPO vs TRLOO (the finding under test): for each seed (default 0, 1, 2), one SFT checkpoint, then a GRPO arm
+    and a TRLOO arm from it (same seed, reward `speedup`, PRS off, same steps). The held-out `METRIC` after RL
+    is paired by seed: the mean of TRLOO - GRPO with a 95% t-interval and a verdict (`kernelrl.repro.stats`).
+On the first seed's policies:
+(a) Lazy optimisation: the share of correct turns whose coverage is below 0.5 (`rollout/lazy_share`)
+    over training, without PR / PRS (the TRLOO arm) and with them (reward `coverage` = PR,
+    ``1 + min(s, 3) + coverage``; PRS per turn, keep p = clip((c - 0.3) / 0.1, 0, 1)), one seed.
+(b) A demonstration, not a finding: the own-reward weight ``dA_i/dr_i`` of the group-mean baseline is
+    ``(n-1)/n`` for any data (``A_i = G_i - mean_j G_j``; 0 for a group of one), TRLOO's leave-one-out
+    baseline gives 1; computed on real rollouts' returns analytically and by autograd through the
+    `kernelrl.rl` estimators (``drgrpo``, ``grpo`` with std normalisation, ``trloo``).
 (c) Sequential test-time scaling: held-out episodes run to the turn limit (``stop_at_first_correct=False``);
     fast_1 of the best turn of each episode vs fast_1 of its last turn, and both per turn budget.
 
-Writes ``report.md``, ``drkernel.png`` and ``results.json`` under the run directory (the two training
-runs in ``baseline/`` and ``pr_prs/``). If an effect does not appear at this scale the report says so.
+Writes ``results.json`` (`kernelrl.repro.record`: revision, config, every seed's numbers, wall time), then
+``report.md`` and ``drkernel.png`` rendered from it alone, under the run directory (each seed's runs in
+``seed<N>/``). If an effect does not appear at this scale the report says so.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable
@@ -34,6 +33,8 @@ import torch
 
 from kernelrl.evaluate import EvalPool
 from kernelrl.generation import Engine
+from kernelrl.repro.record import new_record, read_record, write_record
+from kernelrl.repro.stats import paired, verdict_line
 from kernelrl.rewards import coverage, get_reward
 from kernelrl.rl import ADVANTAGE_ESTIMATORS, episode_returns
 from kernelrl.train.config import TrainConfig, load_config
@@ -44,21 +45,29 @@ from kernelrl.train.rollout import EvalCache, Sample
 from kernelrl.train.rollout import collect_episodes as collect
 from kernelrl.train.task_family import TaskFamily, make_family
 
-ARMS: dict[str, dict[str, Any]] = {
-    "baseline": {"reward": "speedup", "prs": "off"},  # no PR, no PRS
-    "pr_prs": {"reward": "coverage", "prs": "per_turn"},  # Dr. Kernel's PR + PRS
+#: GRPO vs TRLOO: both from each seed's SFT checkpoint, same seed, reward `speedup`, PRS off
+ALGO_ARMS: dict[str, dict[str, Any]] = {
+    "grpo": {"algo": "grpo", "reward": "speedup", "prs": "off"},
+    "trloo": {"algo": "trloo", "reward": "speedup", "prs": "off"},
 }
+#: (a) lazy optimisation, first seed only: without PR / PRS (the TRLOO arm above) and with them
+ARMS: dict[str, dict[str, Any]] = {
+    "baseline": {"algo": "trloo", "reward": "speedup", "prs": "off", "same_as": "trloo"},  # no PR, no PRS
+    "pr_prs": {"algo": "trloo", "reward": "coverage", "prs": "per_turn"},  # Dr. Kernel's PR + PRS
+}
+#: the held-out number the GRPO / TRLOO comparison is judged on (correctness only: no timing noise)
+METRIC = "sampled_pass_rate"
 
 #: the default CPU-scale setting (about 10 minutes on 2 cores); `smoke=True` shrinks it to seconds
 DEFAULT = [
     "name=repro-drkernel", "threads=1", "checkpoint_every=0", "tensorboard=false", "progress=false",
-    "task.hybrid=true", "task.lazy_fraction=0.5", "task.n_train=256", "task.n_heldout=8", "task.min_ops=3",
+    "task.hybrid=true", "task.lazy_fraction=0.5", "task.n_train=256", "task.n_heldout=16", "task.min_ops=3",
     "task.max_ops=4", "task.rows=2048", "task.cols=1024",
     "sft.steps=200",
     "rl.algo=trloo", "rl.turns=2", "rl.stop_at_first_correct=false", "rl.steps=8", "rl.prompts_per_step=4",
     "rl.group_size=4", "rl.max_new_tokens=64", "rl.lr=0.0002", "rl.kl_coef=0.05", "rl.dynamic_sampling=false",
     "eval.workers=2", "eval.correctness_trials=1", "eval.timing_trials=20", "eval.timing_budget_s=0.5",
-    "eval.heldout_samples=1",
+    "eval.heldout_samples=4",
 ]
 SMOKE = [
     "name=repro-drkernel-smoke", "threads=1", "checkpoint_every=0", "tensorboard=false", "progress=false",
@@ -67,6 +76,7 @@ SMOKE = [
     "sft.steps=30", "rl.algo=trloo", "rl.turns=2", "rl.stop_at_first_correct=false", "rl.steps=2",
     "rl.prompts_per_step=2", "rl.group_size=2", "rl.max_new_tokens=24", "rl.dynamic_sampling=false",
     "eval.workers=1", "eval.correctness_trials=1", "eval.timing_trials=2", "eval.timing_budget_s=0.05",
+    "eval.heldout_samples=2",
 ]
 
 
@@ -177,76 +187,139 @@ def _load_policy(cfg: TrainConfig, family: TaskFamily, path: Path) -> tuple[Any,
     return model.eval(), tok
 
 
-def run_drkernel(cfg: TrainConfig, out: str | Path, *, pool: EvalPool | None = None, echo: bool = True,
-                 probe_batches: int = 2, heldout_episodes: int = 4, heldout_turns: int = 3) -> dict[str, Any]:
-    """Train both arms, then measure (b) and (c) with their final policies; write the report. Returns the results."""
+def _heldout(d: dict[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in d.items() if isinstance(v, int | float)}
+
+
+def _train_arm(cfg: TrainConfig, run_dir: Path, cache: EvalCache, sft_policy: Path, opts: dict[str, Any]) -> dict[str, Any]:
+    """RL from the seed's SFT checkpoint with `opts` (algo, reward, prs); its curves and held-out numbers."""
+    t0 = time.perf_counter()
+    c = cfg.model_copy(deep=True)
+    c.model.init_from, c.sft.steps = str(sft_policy), 0
+    c.rl.algo, c.rl.reward, c.rl.prs = opts["algo"], opts["reward"], opts["prs"]
+    summary = run_train(c, run_dir=run_dir, echo=False, cache=cache, report=False)
+    rows = read_metrics(run_dir, "rl")
+    return {
+        "lazy_share": [r.get("rollout/lazy_share", 0.0) for r in rows],
+        "coverage_mean": [r.get("rollout/coverage_mean", 0.0) for r in rows],
+        "correct_turns": [r.get("rollout/correct_turns", 0.0) for r in rows],
+        "pass_rate": [r.get("rollout/pass_rate", 0.0) for r in rows],
+        "reward_mean": [r.get("reward/mean", 0.0) for r in rows],
+        "prs_rejected": [r.get("prs/rejected_fraction", 0.0) for r in rows],
+        "heldout_after_sft": _heldout(summary["after_sft"]), "heldout_after_rl": _heldout(summary["after_rl"]),
+        "time_s": time.perf_counter() - t0,
+    }
+
+
+def run_seed(cfg: TrainConfig, out: Path, pool: EvalPool, *, lazy: bool, say: Callable[[str], None]) -> dict[str, Any]:
+    """One seed: SFT once, then every arm of `ALGO_ARMS` (and of `ARMS` when `lazy`) from that checkpoint."""
+    out.mkdir(parents=True, exist_ok=True)
+    cache = EvalCache(pool, make_family(cfg.task, cfg.seed))  # equal answers share one verdict across arms
+    t0 = time.perf_counter()
+    scfg = cfg.model_copy(deep=True)
+    scfg.rl.steps = 0
+    say(f"SFT ({cfg.sft.steps} steps), the starting checkpoint of every arm")
+    sft = run_train(scfg, run_dir=out / "sft", echo=False, cache=cache, report=False)
+    res: dict[str, Any] = {"sft": _heldout(sft["after_sft"]), "arms": {}, "times": {"sft_s": time.perf_counter() - t0}}
+    arms = {**ALGO_ARMS, **({k: v for k, v in ARMS.items() if "same_as" not in v} if lazy else {})}
+    for arm, opts in arms.items():
+        say(f"arm {arm} ({opts['algo']}, reward {opts['reward']}, PRS {opts['prs']}, {cfg.rl.steps} RL steps)")
+        res["arms"][arm] = _train_arm(cfg, out / arm, cache, out / "sft" / "sft_policy.safetensors", opts)
+        res["times"][f"{arm}_s"] = res["arms"][arm]["time_s"]
+    res["eval_cache"] = {"submitted": cache.submitted, "hits": cache.hits}
+    return res
+
+
+def _probe(cfg: TrainConfig, family: TaskFamily, cache: EvalCache, policy: Path, reward_name: str, *,
+           probe_batches: int, heldout_episodes: int, heldout_turns: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(b) the own-reward weights on this policy's multi-turn returns and (c) its held-out sequential scaling."""
+    model, tok = _load_policy(cfg, family, policy)
+    turns = max(cfg.rl.turns, heldout_turns)
+    width = max(cfg.rl.group_size * cfg.rl.prompts_per_step * probe_batches, heldout_episodes * len(family.heldout_items))
+    engine = Engine(model, tok, max_batch_size=width, max_context=cfg.model.max_positions, seed=cfg.seed)
+    reward = get_reward(reward_name)
+    items = family.train_items[: cfg.rl.prompts_per_step * probe_batches]
+    probe: dict[str, Any] = {}
+    for stop in (True, False):
+        samples = collect(engine, tok, cache, items, group_size=cfg.rl.group_size, turns=turns,
+                          max_new_tokens=cfg.rl.max_new_tokens, seed=cfg.seed + 31, stop_at_first_correct=stop)
+        for s in samples:
+            s.reward = float(reward(s.result)) if s.result is not None else 0.0
+        probe["stop_at_first_correct" if stop else "to_turn_limit"] = self_inclusion_weights(
+            *_tensors(samples), gamma=cfg.rl.gamma)
+    samples = collect(engine, tok, cache, list(family.heldout_items), group_size=heldout_episodes, turns=turns,
+                      max_new_tokens=cfg.rl.max_new_tokens, seed=cfg.seed + 77, stop_at_first_correct=False)
+    scaling = sequential_scaling(samples, turns)
+    ok = [coverage(s.result) for s in samples if s.result is not None and s.result.correct]
+    scaling["lazy_share"] = sum(c < 0.5 for c in ok) / len(ok) if ok else 0.0
+    return probe, scaling
+
+
+def algo_comparison(seeds: dict[str, Any], metric: str = METRIC) -> dict[str, Any]:
+    """TRLOO minus GRPO on the held-out `metric` after RL, paired by seed, with its interval and verdict."""
+    rows = {s: d["arms"] for s, d in seeds.items()}
+    diffs = [a["trloo"]["heldout_after_rl"][metric] - a["grpo"]["heldout_after_rl"][metric] for a in rows.values()]
+    out = {"metric": metric, "per_seed": {s: {arm: a[arm]["heldout_after_rl"][metric] for arm in ALGO_ARMS}
+                                          for s, a in rows.items()}, **paired(diffs)}
+    out["same_start"] = all(a["trloo"]["heldout_after_sft"] == a["grpo"]["heldout_after_sft"] for a in rows.values())
+    return out
+
+
+def run_drkernel(cfg: TrainConfig, out: str | Path, *, seeds: tuple[int, ...] = (0, 1, 2), pool: EvalPool | None = None,
+                 echo: bool = True, probe_batches: int = 2, heldout_episodes: int = 4,
+                 heldout_turns: int = 3) -> dict[str, Any]:
+    """Every seed's arms, then (a)-(c) on the first seed's policies; ``results.json``, the plot and the report
+    (rendered from ``results.json``) under `out`. Returns the results."""
+    if METRIC.startswith("sampled_") and cfg.eval.heldout_samples < 2:
+        raise ValueError(f"GRPO vs TRLOO is judged on held-out {METRIC}: eval.heldout_samples must be >= 2, "
+                         f"got {cfg.eval.heldout_samples}")
+    if not seeds:
+        raise ValueError("at least one seed is needed")
     t_start = time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     own_pool = pool is None
     pool = pool or EvalPool(cfg.eval.workers, eval_config(cfg), sandbox=cfg.eval.sandbox)
-    results: dict[str, Any] = {"config": cfg.model_dump(), "arms": ARMS, "lazy": {}, "self_inclusion": {},
-                               "test_time": {}, "times": {}}
-
-    def say(msg: str) -> None:
-        if echo:
-            print(f"[repro drkernel {time.perf_counter() - t_start:6.0f}s] {msg}", flush=True)
+    results: dict[str, Any] = {**new_record("drkernel", cfg.model_dump()), "seed_list": list(seeds),
+                               "algo_arms": ALGO_ARMS, "arms": ARMS, "metric": METRIC, "seeds": {},
+                               "lazy": {}, "self_inclusion": {}, "test_time": {}, "times": {}}
 
     try:
-        family = make_family(cfg.task, cfg.seed)
-        # (a): two runs, same seed, same steps
-        for arm, opts in ARMS.items():
-            t0 = time.perf_counter()
+        for i, seed in enumerate(seeds):
             c = cfg.model_copy(deep=True)
-            c.rl.reward, c.rl.prs = opts["reward"], opts["prs"]
-            say(f"(a) training arm {arm} (reward {c.rl.reward}, PRS {c.rl.prs}, {c.rl.steps} steps)")
-            summary = run_train(c, run_dir=out / arm, echo=False, pool=pool)
-            rows = read_metrics(out / arm, "rl")
-            results["lazy"][arm] = {
-                "lazy_share": [r.get("rollout/lazy_share", 0.0) for r in rows],
-                "coverage_mean": [r.get("rollout/coverage_mean", 0.0) for r in rows],
-                "correct_turns": [r.get("rollout/correct_turns", 0.0) for r in rows],
-                "pass_rate": [r.get("rollout/pass_rate", 0.0) for r in rows],
-                "prs_rejected": [r.get("prs/rejected_fraction", 0.0) for r in rows],
-                "heldout_after_sft": {k: v for k, v in summary["after_sft"].items() if k != "examples"},
-                "heldout_after_rl": {k: v for k, v in summary["after_rl"].items() if k != "examples"},
-            }
-            results["times"][f"train_{arm}_s"] = time.perf_counter() - t0
-        # (b) and (c) with each arm's final policy
-        cache = EvalCache(pool, family)
-        for arm, opts in ARMS.items():
-            model, tok = _load_policy(cfg, family, out / arm / "policy.safetensors")
-            turns = max(cfg.rl.turns, heldout_turns)
-            width = max(cfg.rl.group_size * cfg.rl.prompts_per_step * probe_batches, heldout_episodes * len(family.heldout_items))
-            engine = Engine(model, tok, max_batch_size=width, max_context=cfg.model.max_positions, seed=cfg.seed)
-            reward = get_reward(opts["reward"])
+            c.seed = seed
+
+            def say(msg: str, seed: int = seed) -> None:
+                if echo:
+                    print(f"[repro drkernel {time.perf_counter() - t_start:6.0f}s] seed {seed}: {msg}", flush=True)
+
             t0 = time.perf_counter()
-            say(f"(b) multi-turn returns of arm {arm}")
-            items = family.train_items[: cfg.rl.prompts_per_step * probe_batches]
-            probe: dict[str, Any] = {}
-            for stop in (True, False):
-                samples = collect(engine, tok, cache, items, group_size=cfg.rl.group_size, turns=turns,
-                                  max_new_tokens=cfg.rl.max_new_tokens, seed=cfg.seed + 31, stop_at_first_correct=stop)
-                for s in samples:
-                    s.reward = float(reward(s.result)) if s.result is not None else 0.0
-                probe["stop_at_first_correct" if stop else "to_turn_limit"] = self_inclusion_weights(
-                    *_tensors(samples), gamma=cfg.rl.gamma)
-            results["self_inclusion"][arm] = probe
-            say(f"(c) held-out sequential scaling of arm {arm}")
-            samples = collect(engine, tok, cache, list(family.heldout_items), group_size=heldout_episodes, turns=turns,
-                              max_new_tokens=cfg.rl.max_new_tokens, seed=cfg.seed + 77, stop_at_first_correct=False)
-            scaling = sequential_scaling(samples, turns)
-            ok = [coverage(s.result) for s in samples if s.result is not None and s.result.correct]
-            scaling["lazy_share"] = sum(c < 0.5 for c in ok) / len(ok) if ok else 0.0
-            results["test_time"][arm] = scaling
+            results["seeds"][str(seed)] = run_seed(c, out / f"seed{seed}", pool, lazy=i == 0, say=say)
+            results["times"][f"seed{seed}_s"] = time.perf_counter() - t0
+            write_record(out, results)  # the seeds so far
+        first = seeds[0]
+        c = cfg.model_copy(deep=True)
+        c.seed = first
+        family = make_family(c.task, first)
+        cache = EvalCache(pool, family)
+        arms = results["seeds"][str(first)]["arms"]
+        for arm, opts in ARMS.items():
+            trained = opts.get("same_as", arm)
+            results["lazy"][arm] = arms[trained]
+            t0 = time.perf_counter()
+            say(f"(b) and (c): multi-turn returns and held-out sequential scaling of arm {arm}", first)
+            results["self_inclusion"][arm], results["test_time"][arm] = _probe(
+                c, family, cache, out / f"seed{first}" / trained / "policy.safetensors",
+                ARMS[arm]["reward"], probe_batches=probe_batches, heldout_episodes=heldout_episodes,
+                heldout_turns=heldout_turns)
             results["times"][f"probe_{arm}_s"] = time.perf_counter() - t0
         results["lazy_halves"] = {arm: pooled_halves(d) for arm, d in results["lazy"].items()}
-        results["times"]["total_s"] = time.perf_counter() - t_start
+        results["algo_comparison"] = algo_comparison(results["seeds"])
+        results["times"]["total_s"] = results["wall_s"] = time.perf_counter() - t_start
         results["eval_cache"] = {"submitted": cache.submitted, "hits": cache.hits}
-        (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
-        plot(results, out / "drkernel.png")
-        (out / "report.md").write_text(report(results))
-        say(f"done: {out / 'report.md'}")
+        write_record(out, results)
+        rewrite_report(out)
+        say(f"done: {out / 'report.md'}", first)
         return results
     finally:
         if own_pool:
@@ -254,9 +327,9 @@ def run_drkernel(cfg: TrainConfig, out: str | Path, *, pool: EvalPool | None = N
 
 
 def rewrite_report(out: str | Path) -> None:
-    """Re-render ``report.md`` and ``drkernel.png`` from a run's ``results.json`` (no training, no gym)."""
+    """Render ``report.md`` and ``drkernel.png`` from a run's ``results.json`` alone (no training, no gym)."""
     out = Path(out)
-    results = json.loads((out / "results.json").read_text())
+    results = read_record(out)
     plot(results, out / "drkernel.png")
     (out / "report.md").write_text(report(results))
 
@@ -267,7 +340,15 @@ def plot(results: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    fig, axes = plt.subplots(1, 4, figsize=(20, 4))
+    a = results["algo_comparison"]
+    ax = axes[3]
+    for i, arm in enumerate(ALGO_ARMS):
+        ax.scatter([i] * len(a["per_seed"]), [row[arm] for row in a["per_seed"].values()], color="black", s=12)
+    for row in a["per_seed"].values():
+        ax.plot([0, 1], [row[arm] for arm in ALGO_ARMS], color="#888888", linewidth=1)
+    ax.set_xticks(range(len(ALGO_ARMS)), list(ALGO_ARMS))
+    ax.set(title=f"GRPO vs TRLOO: held-out {a['metric']} per seed ({a['verdict']})", ylim=(-0.05, 1.05))
     ax = axes[0]
     for arm, d in results["lazy"].items():
         ax.plot(range(1, len(d["lazy_share"]) + 1), d["lazy_share"], marker="o", label=arm)
@@ -315,31 +396,60 @@ def _f(x: Any) -> str:
     return "n/a" if x is None else f"{x:.3f}"
 
 
+def _algo_section(results: dict[str, Any]) -> list[str]:
+    """GRPO vs TRLOO: per-seed held-out numbers, the paired difference, its interval and the verdict."""
+    a = results["algo_comparison"]
+    m = a["metric"]
+    lines = ["## GRPO vs TRLOO (the finding under test)", "",
+             "Per seed, one SFT checkpoint; from it a GRPO arm (`rl.algo=grpo`: the trainer's group mean and std "
+             "over each (prompt, turn) group of per-turn rewards) and a TRLOO arm (`rl.algo=trloo`: leave-one-out "
+             "baseline on multi-turn returns), same seed, reward `speedup`, PRS off, same steps. Held-out metric: "
+             f"`{m}` after RL (positive difference: TRLOO better).", "",
+             f"| seed | GRPO {m} | TRLOO {m} | TRLOO - GRPO | both start at (after SFT) |", "|---|---|---|---|---|"]
+    for seed, row in a["per_seed"].items():
+        start = results["seeds"][seed]["arms"]["trloo"]["heldout_after_sft"].get(m)
+        lines.append(f"| {seed} | {row['grpo']:.3f} | {row['trloo']:.3f} | {row['trloo'] - row['grpo']:+.3f} | "
+                     f"{_f(start)} |")
+    if not a["same_start"]:
+        lines += ["", "**Warning: the two arms' held-out numbers after SFT differ: they did not start from the same "
+                  "policy.**"]
+    sd = "n/a" if a["sd"] is None else f"{a['sd']:.4f}"
+    return [*lines, "", f"Paired differences: mean {a['mean']:+.4f}, sd {sd}, n = {a['n']}.", "",
+            verdict_line("TRLOO beats GRPO on held-out " + m, a), ""]
+
+
 def report(results: dict[str, Any]) -> str:
+    """The Markdown report, from ``results.json``'s data alone."""
     cfg = results["config"]
+    arms = results["arms"]
+    seeds = ", ".join(str(s) for s in results["seed_list"])
     lines = ["# Dr. Kernel at CPU scale (`kernelrl repro drkernel`)", "",
+             f"Revision `{results['revision'][:12]}`{' (with uncommitted changes)' if results.get('dirty') else ''}; "
+             f"seeds {seeds}. "
              f"Tiny family in hybrid mode (lazy_fraction {cfg['task']['lazy_fraction']} of the SFT answers lazy), "
              f"{cfg['task']['n_train']} train / {cfg['task']['n_heldout']} held-out chains of "
              f"{cfg['task']['min_ops']}-{cfg['task']['max_ops']} ops on {cfg['task']['rows']}x{cfg['task']['cols']}; "
-             f"RL {cfg['rl']['algo']}, {cfg['rl']['steps']} steps x {cfg['rl']['prompts_per_step']} prompts x "
-             f"{cfg['rl']['group_size']} episodes x {cfg['rl']['turns']} turns "
-             f"(stop_at_first_correct={cfg['rl']['stop_at_first_correct']}), seed {cfg['seed']}. "
+             f"SFT {cfg['sft']['steps']} steps, then RL {cfg['rl']['steps']} steps x {cfg['rl']['prompts_per_step']} "
+             f"prompts x {cfg['rl']['group_size']} episodes x {cfg['rl']['turns']} turns "
+             f"(stop_at_first_correct={cfg['rl']['stop_at_first_correct']}) per arm. "
              f"Wall time {results['times']['total_s']:.0f} s.", "", "![plots](drkernel.png)", "",
+             *_algo_section(results),
              "## (a) Lazy optimisation: share of correct turns with coverage < 0.5", "",
-             "Both arms start from the same SFT policy (same seed). Note the rewards' scales differ (`speedup`: "
+             f"Seed {results['seed_list'][0]} only. Both arms start from the same SFT checkpoint (same seed); "
+             "the baseline is the TRLOO arm above. One seed: no interval, so no verdict. Note the rewards' scales differ (`speedup`: "
              "1 + log2 s; `coverage`: 1 + min(s, 3) + coverage), so the arms' effective step sizes differ too.", "",
              "| arm | reward | PRS | lazy share per step | first | last | mean coverage (last) | pass rate (last) | "
              "PRS rejected (mean) |", "|---|---|---|---|---|---|---|---|---|"]
     for arm, d in results["lazy"].items():
         ls = d["lazy_share"]
         rej = d["prs_rejected"]
-        lines.append(f"| {arm} | {ARMS[arm]['reward']} | {ARMS[arm]['prs']} | {' '.join(f'{x:.2f}' for x in ls)} | "
+        lines.append(f"| {arm} | {arms[arm]['reward']} | {arms[arm]['prs']} | {' '.join(f'{x:.2f}' for x in ls)} | "
                      f"{_f(ls[0] if ls else None)} | {_f(ls[-1] if ls else None)} | "
                      f"{_f(d['coverage_mean'][-1] if ls else None)} | {_f(d['pass_rate'][-1] if ls else None)} | "
                      f"{_f(sum(rej) / len(rej) if rej else None)} |")
-    arms = [d for d in results["lazy"].values() if d["lazy_share"]]
-    first = [d["lazy_share"][0] for d in arms]
-    same = len(arms) == 2 and all(arms[0][k][0] == arms[1][k][0] for k in ("pass_rate", "correct_turns"))
+    trained = [d for d in results["lazy"].values() if d["lazy_share"]]
+    first = [d["lazy_share"][0] for d in trained]
+    same = len(trained) == 2 and all(trained[0][k][0] == trained[1][k][0] for k in ("pass_rate", "correct_turns"))
     if same and first[0] != first[1]:
         lines += ["", f"Step 1 of both arms judges the same samples (same seed, no update yet): its lazy shares "
                   f"({first[0]:.2f} vs {first[1]:.2f}) differ only by the noise of the coverage measurement."]
@@ -365,7 +475,10 @@ def report(results: dict[str, Any]) -> str:
                       "PR + PRS lowered the lazy share beyond that noise." if seen else
                       "The effect did not appear at this scale: the difference is within the noise (few steps, "
                       "few correct turns per step; the coverage of one answer also varies between measurements).")]
-    lines += ["", "## (b) GRPO's self-inclusion bias vs TRLOO on multi-turn returns", "",
+    lines += ["", "## (b) Demonstration, not a finding: GRPO's self-inclusion weight vs TRLOO's", "",
+              "This section shows the mechanism, it tests nothing: the group-mean estimator's own-reward weight is "
+              "(n-1)/n for any data (its unit test says so); whether that matters for training is the GRPO vs "
+              "TRLOO comparison above. Seed " + str(results["seed_list"][0]) + "'s lazy-optimisation arms' policies. "
               "Weight of a turn's own reward in its advantage, dA_i/dr_i (analytic (n-1)/n for the group-mean "
               "baseline over a (prompt, turn) group of n; measured by autograd through the estimators). "
               "TRLOO's is 1.", ""]

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
-import json
 import math
 import random
 import time
@@ -35,6 +34,7 @@ from kernelrl.evaluate.config import EvalConfig
 from kernelrl.evaluate.pool import EvalPool
 from kernelrl.evaluate.result import EvalResult
 from kernelrl.evaluate.verdict_cache import VerdictCache
+from kernelrl.repro.record import new_record, read_record, write_record
 from kernelrl.rewards import get_reward
 from kernelrl.tasks import Task, load_task, load_tasks, suite_path
 from kernelrl.tasks.suites import SOLUTIONS_DIR
@@ -260,7 +260,7 @@ def run_nki_agent(cfg: NkiAgentConfig, out: str | Path, pool: EvalPool | None = 
     times: dict[str, float] = {}
     try:
         t0 = time.perf_counter()
-        results: dict[str, Any] = {"config": dataclasses.asdict(cfg)}
+        results: dict[str, Any] = {**new_record("nki-agent", dataclasses.asdict(cfg)), "seed_list": [cfg.seed]}
         results["tool_use"] = tool_use(cfg, tasks, solutions, pool, out)
         times["tool_use_s"] = time.perf_counter() - t0
         cache = DraftCache(pool, {t.id: t for t in tasks})
@@ -276,13 +276,13 @@ def run_nki_agent(cfg: NkiAgentConfig, out: str | Path, pool: EvalPool | None = 
             rl[label] = run
         rl["gym_evaluations"], rl["cache_hits"] = cache.submitted, cache.hits
         results["grpo"] = rl
-        times["total_s"] = time.perf_counter() - t0
+        times["total_s"] = results["wall_s"] = time.perf_counter() - t0
         results["times"] = times
     finally:
         if own:
             pool.close()
-    (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
-    write_report(results, out)
+    write_record(out, results)
+    write_report(read_record(out), out)  # from the file alone
     return results
 
 

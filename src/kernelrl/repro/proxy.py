@@ -7,7 +7,8 @@ shape for the same FLOPs (`run_experiment`'s pieces: views prepared once, then `
 size): byte-only, one arm per compressed view (gzip, BPE tokenizer, neural arithmetic coding after
 Lester et al. 2024), and a tokenizer-only baseline. All are scored in bits per raw validation byte;
 the tokenizer-only model's total NLL of the validation text's token ids, in bits, is divided by the
-text's raw byte count. Writes ``report.md``, ``proxy.png`` and ``results.json`` under the run directory.
+text's raw byte count. Writes ``results.json`` (`kernelrl.repro.record`) under the run directory, then
+``report.md`` and ``proxy.png`` rendered from it alone.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from kernelrl.proxy.corpus import load_corpus
 from kernelrl.proxy.experiment import eval_summary, machine_info, make_progress, prepare_views, train_arms
 from kernelrl.proxy.mixing import make_layout
 from kernelrl.proxy.model import ModelConfig, count_params
+from kernelrl.repro.record import new_record, read_record, write_record
 
 
 class ModelSize(ConfigModel):
@@ -167,6 +169,8 @@ def run_scaling(cfg: ScalingConfig, out: str | Path, console: Console | None = N
     bpb = {a: [next(r["final_bpb"] for r in s["arms"] if r["name"] == a) for s in sizes] for a in cfg.arms}
     gaps = {a: [v - b for v, b in zip(bpb[a], bpb[BASELINE], strict=True)] for a in cfg.arms if a != BASELINE}
     results = {
+        **new_record("proxy", cfg.model_dump(mode="json")),
+        "seed_list": [cfg.seed],  # one seed: every arm and size trains from `seed`
         "preset": cfg.preset,
         "arms": cfg.arms,
         "sizes": sizes,
@@ -179,10 +183,10 @@ def run_scaling(cfg: ScalingConfig, out: str | Path, console: Console | None = N
         "machine_start": machine_start,
         "machine_end": machine_info(),
         "corpus": eval_summary(cfg, corpus),
-        "config": cfg.model_dump(mode="json"),
     }
-    (out / "results.json").write_text(json.dumps(results, indent=2, default=float))
-    write_outputs(results, out)
+    results["wall_s"] = results["wall_seconds"]
+    write_record(out, json.loads(json.dumps(results, default=float)))
+    rewrite_report(out)
     console.print(f"report: {out / 'report.md'}")
     return results
 
@@ -196,10 +200,7 @@ def write_outputs(results: dict[str, Any], out: Path) -> None:
 
 
 def rewrite_report(out: str | Path) -> None:
-    """Re-render report.md and proxy.png from a run's results.json (no training)."""
+    """Render report.md and proxy.png from a run's results.json alone (no training)."""
     out = Path(out)
-    path = out / "results.json"
-    if not path.exists():
-        raise FileNotFoundError(f"no results.json in {out}; run the repro there first")
-    write_outputs(json.loads(path.read_text()), out)
+    write_outputs(read_record(out), out)
 
