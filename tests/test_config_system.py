@@ -1,4 +1,4 @@
-"""The one config system (`kernelrl.config`): train, bench, proxy and serve load the same way, every error
+"""The one config system (`kernelrl.config_system`): train, bench, proxy and serve load the same way, every error
 names its dotted field before any work, and configs round-trip through YAML."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import yaml
 from kernelrl.agent.episode import EpisodeConfig
 from kernelrl.bench import BenchConfig
 from kernelrl.cli import main
-from kernelrl.config import ConfigError, load, parse_overrides
+from kernelrl.config_system import ConfigError, load, parse_overrides
 from kernelrl.evaluate import EvalConfig
 from kernelrl.proxy.config import ProxyConfig, build_config
 from kernelrl.serve.server import ServeOptions, load_options

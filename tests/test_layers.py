@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "src" / "kernelrl"
-CORE = "kernelrl"  # the top-level modules (`config`, `registry`, `backend_names`, `__init__`)
+CORE = "kernelrl"  # the top-level modules (`config_system`, `registry`, `backend_names`, `__init__`)
 
 # DESIGN.md "## Layers", bottom to top: a package may import only packages of a lower layer (and
 # CORE, the lowest); packages of one layer do not import each other. Keep the two in step.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from kernelrl.agent import EpisodeConfig, ScriptedPolicy, run_episode
-from kernelrl.agent.protocol import AgentProtocol
+from kernelrl.agent.episode_protocol import AgentProtocol
 from kernelrl.agent.tools import ToolExecutor
 from kernelrl.evaluate import EvalPool, EvalResult
 from kernelrl.train.suite_family import SuiteFamily

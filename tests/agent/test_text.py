@@ -15,7 +15,7 @@ from kernelrl.agent import (
     truncate_to_tokens,
 )
 from kernelrl.agent.feedback import approx_tokens
-from kernelrl.config import ConfigError
+from kernelrl.config_system import ConfigError
 from kernelrl.evaluate.result import Correctness, EvalResult, StageReport, Status, Timing
 from tests.agent.helpers import relu_task
 

@@ -14,15 +14,15 @@ import pytest
 import torch
 
 from kernelrl.evaluate import Candidate, EvalConfig, EvalPool, Status
-from kernelrl.evaluate.candidate_process import (
+from kernelrl.evaluate.candidate_client import (
     MAX_OUTPUT_DEPTH,
     CandidateProcess,
     StageFailed,
     check_descriptions,
 )
+from kernelrl.evaluate.candidate_server import Runner
 from kernelrl.evaluate.confine import make_subreaper
 from kernelrl.evaluate.exchange import Channel, parse_message
-from kernelrl.evaluate.runner import Runner
 from kernelrl.evaluate.sampler import PcSampler, sampling_available
 from kernelrl.tasks import Task
 from tests.evaluate import candidates as C
@@ -32,7 +32,7 @@ from tests.evaluate import candidates as C
 LATE_WRITER = '''
 import threading, time
 import torch, torch.nn as nn
-from kernelrl.evaluate import runner
+from kernelrl.evaluate import candidate_server as runner
 
 RELEASE = threading.Event()
 PENDING = []
@@ -338,7 +338,7 @@ def task() -> Task:
 REPLY_EARLY = f'''
 import queue, threading
 import torch, torch.nn as nn
-from kernelrl.evaluate import runner
+from kernelrl.evaluate import candidate_server as runner
 from kernelrl.native import load_cpp
 
 lib = load_cpp(r"""{C.KERNEL}""", ["scaled_relu"])

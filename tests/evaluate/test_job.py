@@ -10,8 +10,8 @@ import pytest
 
 from kernelrl.evaluate import Candidate, EvalConfig, StageTimeouts
 from kernelrl.evaluate.job import EvalJob, JobError
+from kernelrl.evaluate.messages import write_message
 from kernelrl.evaluate.pool import Worker
-from kernelrl.evaluate.protocol import write_message
 from kernelrl.tasks import Task
 from tests.evaluate import candidates as C
 

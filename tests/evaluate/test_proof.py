@@ -12,7 +12,7 @@ import time
 import pytest
 import torch
 
-from kernelrl.evaluate.candidate_process import StageFailed
+from kernelrl.evaluate.candidate_client import StageFailed
 from kernelrl.evaluate.proof import ReplayServer, clean_launches, trusted_buffers
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton is not installed")

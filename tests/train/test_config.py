@@ -9,7 +9,7 @@ import yaml
 
 from kernelrl.cli import build_parser
 from kernelrl.cli.train_cmd import resolve
-from kernelrl.config import ConfigError
+from kernelrl.config_system import ConfigError
 from kernelrl.train.config import TrainConfig, load_config, parse_overrides, preset_names
 
 

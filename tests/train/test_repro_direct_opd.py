@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 
 from kernelrl.cli import build_parser, main
 from kernelrl.cli.distill_cmd import config as distill_config
-from kernelrl.config import ConfigError
+from kernelrl.config_system import ConfigError
 from kernelrl.evaluate import EvalPool
 from kernelrl.repro.direct_opd import ARMS, repro_config, run_direct_opd
 from kernelrl.repro.record import missing_keys

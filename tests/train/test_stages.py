@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file
 
 from kernelrl.cli import main
-from kernelrl.config import ConfigError
+from kernelrl.config_system import ConfigError
 from kernelrl.evaluate import EvalPool
 from kernelrl.train.config import STAGE_NAMES, load_config
 from kernelrl.train.job import run_train

@@ -5,6 +5,7 @@ It evaluates through `kernelrl.evaluate` and never computes gradients.
 """
 
 from kernelrl.agent.episode import EpisodeConfig, default_reward, episode_protocol, run_episode
+from kernelrl.agent.episode_protocol import AgentProtocol, EpisodeProtocol
 from kernelrl.agent.extract import extract_code
 from kernelrl.agent.feedback import compact_result, format_feedback, truncate_to_tokens
 from kernelrl.agent.policies import (
@@ -21,7 +22,6 @@ from kernelrl.agent.policies import (
     make_policy,
 )
 from kernelrl.agent.prompts import PromptConfig, initial_messages, task_prompt
-from kernelrl.agent.protocol import AgentProtocol, EpisodeProtocol
 from kernelrl.agent.records import Trajectory, Turn, Usage
 from kernelrl.agent.tools import TOOL_SCHEMAS, ToolExecutor
 

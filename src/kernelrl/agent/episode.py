@@ -8,13 +8,13 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from kernelrl.agent.episode_protocol import AgentProtocol, EpisodeProtocol
 from kernelrl.agent.feedback import TokenCounter, approx_tokens
 from kernelrl.agent.policies.base import Policy, PolicyError, RequestContext
 from kernelrl.agent.prompts import PromptConfig
-from kernelrl.agent.protocol import AgentProtocol, EpisodeProtocol
 from kernelrl.agent.records import Trajectory, Turn, Usage
 from kernelrl.agent.tools import TOOL_SCHEMAS, ToolExecutor
-from kernelrl.config import ConfigModel
+from kernelrl.config_system import ConfigModel
 from kernelrl.evaluate.candidate import Candidate
 from kernelrl.evaluate.config import EvalConfig
 from kernelrl.evaluate.pool import EvalPool

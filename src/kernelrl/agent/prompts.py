@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from kernelrl.backend_names import BACKEND_NAMES
-from kernelrl.config import ConfigModel
+from kernelrl.config_system import ConfigModel
 from kernelrl.nki.prompt import NKI_RULES
 from kernelrl.tasks.task import Task
 

@@ -15,7 +15,7 @@ from kernelrl.agent.episode import EpisodeConfig, run_episode
 from kernelrl.agent.policies.base import Policy
 from kernelrl.agent.records import Trajectory
 from kernelrl.bench.store import RunStore
-from kernelrl.config import ConfigModel, load
+from kernelrl.config_system import ConfigModel, load
 from kernelrl.evaluate.config import EvalConfig
 from kernelrl.evaluate.pool import EvalPool
 from kernelrl.tasks.task import Task
@@ -49,7 +49,7 @@ class BenchConfig(ConfigModel):
     """One benchmark run: how many samples per task, the episode settings, the evaluation settings, the
     policy to build (used by the CLI; `run_bench` takes the policy object).
 
-    Loads like every config (`kernelrl.config.load`): a YAML/JSON file, then dotted overrides."""
+    Loads like every config (`kernelrl.config_system.load`): a YAML/JSON file, then dotted overrides."""
 
     samples: int = Field(1, ge=1)
     episode: EpisodeConfig = Field(default_factory=EpisodeConfig)

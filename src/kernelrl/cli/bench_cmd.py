@@ -96,7 +96,7 @@ OVERRIDES = {
 def bench_config(args: argparse.Namespace) -> Any:
     """The run's config: defaults, then --config, then --set overrides, then explicit flags; validated once."""
     from kernelrl.bench import BenchConfig
-    from kernelrl.config import flatten, layers, merge, validate
+    from kernelrl.config_system import flatten, layers, merge, validate
 
     stack = layers(path=args.config, overrides=list(getattr(args, "set", []) or []))
     data = flatten(stack)
@@ -116,7 +116,7 @@ def _check_policy_name(name: str) -> None:
     """The policy registry knows `name` (checked with the config, before any work)."""
     import kernelrl.agent.policies  # noqa: F401  (registers the built-in policies)
     from kernelrl.agent.policies.base import POLICIES
-    from kernelrl.config import ConfigError
+    from kernelrl.config_system import ConfigError
 
     if name not in POLICIES:
         raise ConfigError([f"policy.name: unknown policy {name!r}; known: {', '.join(POLICIES)}"], "bench config")

@@ -1,4 +1,4 @@
-"""The config arguments every config-driven command shares (`kernelrl.config`): ``--config FILE``,
+"""The config arguments every config-driven command shares (`kernelrl.config_system`): ``--config FILE``,
 ``--set KEY=VALUE`` (repeatable, dotted paths, YAML values), ``--print-config``, and ``--preset`` where the
 command has presets."""
 
@@ -42,7 +42,7 @@ def resolve_config(command: str, build: Callable[[], C], print_config: bool,
     """The config `build` makes, and the exit status when the command ends here: 2 when it does not load
     (reported, before any work), 0 after ``--print-config`` printed it (`shown`: what to print instead,
     e.g. with secrets hidden); None: go on with the config."""
-    from kernelrl.config import ConfigError
+    from kernelrl.config_system import ConfigError
 
     try:
         cfg = build()

@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def eval_config(args: argparse.Namespace) -> EvalConfig:
     """The gym config: --config, then --set, then the flags given; validated once."""
-    from kernelrl.config import flatten, layers, merge, validate
+    from kernelrl.config_system import flatten, layers, merge, validate
     from kernelrl.evaluate import EvalConfig
 
     flags = {"correctness_trials": args.trials, "timing_trials": args.timing_trials, "num_threads": args.threads,

@@ -44,7 +44,7 @@ def resolve(args: argparse.Namespace) -> object:
 
 def _file_sets(path: str | None, section: str, key: str) -> bool:
     """The ``--config`` file at `path` sets `section.key`."""
-    from kernelrl.config import read_file
+    from kernelrl.config_system import read_file
 
     if path is None:
         return False

@@ -18,7 +18,8 @@ import traceback
 from typing import Any
 
 from kernelrl.evaluate.backends import get_backend
-from kernelrl.evaluate.candidate_process import CandidateProcess
+from kernelrl.evaluate.candidate_client import CandidateProcess
+from kernelrl.evaluate.candidate_server import serve_candidate
 from kernelrl.evaluate.config import EvalConfig
 from kernelrl.evaluate.confine import (
     cpus_for_slot,
@@ -30,9 +31,8 @@ from kernelrl.evaluate.confine import (
 from kernelrl.evaluate.exchange import Channel
 from kernelrl.evaluate.job import EvalJob
 from kernelrl.evaluate.judge import Judge
-from kernelrl.evaluate.protocol import write_message
+from kernelrl.evaluate.messages import write_message
 from kernelrl.evaluate.result import EvalResult
-from kernelrl.evaluate.runner import serve_candidate
 from kernelrl.evaluate.sandbox import SANDBOX_ENV, drop_privileges, private_scratch
 from kernelrl.native.build import BuildBroker, cache_dir, set_build_broker
 

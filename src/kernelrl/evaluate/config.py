@@ -1,4 +1,4 @@
-"""`EvalConfig`: every knob of one evaluation, validated (`kernelrl.config`), JSON-serialisable."""
+"""`EvalConfig`: every knob of one evaluation, validated (`kernelrl.config_system`), JSON-serialisable."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from kernelrl.config import ConfigModel
+from kernelrl.config_system import ConfigModel
 
 
 def default_workers() -> int:

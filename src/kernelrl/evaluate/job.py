@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from kernelrl.config import ConfigError
+from kernelrl.config_system import ConfigError
 from kernelrl.evaluate.candidate import Candidate
 from kernelrl.evaluate.config import EvalConfig
 from kernelrl.tasks.task import Task, TaskError

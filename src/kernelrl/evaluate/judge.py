@@ -1,7 +1,7 @@
 """The judge: the trusted half of one evaluation. It never imports or runs candidate code.
 
 The judge owns the task's reference (built and run here), the inputs, the expected outputs, the
-comparison, the clock and the verdict. The candidate runs in a separate process (`evaluate.runner`),
+comparison, the clock and the verdict. The candidate runs in a separate process (`evaluate.candidate_server`),
 forked before the judge computed anything, confined (seccomp, its own uid as root, CPUs set from
 outside) and driven over a socket: inputs reach it through shared memory (`exchange.Arena`), and the
 judge reads each output from the candidate's memory right after the call returns (`read_remote`).
@@ -38,7 +38,7 @@ import torch
 
 from kernelrl.evaluate.backends import Backend, get_backend
 from kernelrl.evaluate.candidate import Candidate
-from kernelrl.evaluate.candidate_process import CandidateProcess, StageFailed
+from kernelrl.evaluate.candidate_client import CandidateProcess, StageFailed
 from kernelrl.evaluate.compare import compare_outputs
 from kernelrl.evaluate.config import EvalConfig
 from kernelrl.evaluate.coverage import PROFILE_MAX_S, coverage_failure, coverage_record, profile_settled

@@ -26,7 +26,7 @@ from kernelrl.evaluate.candidate import Candidate
 from kernelrl.evaluate.config import COMPILE_TIMEOUT_S, EvalConfig, default_workers
 from kernelrl.evaluate.costs import cost_breakdown
 from kernelrl.evaluate.job import EvalJob
-from kernelrl.evaluate.protocol import (
+from kernelrl.evaluate.messages import (
     MessageReader,
     ProtocolError,
     write_message,

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from kernelrl.evaluate.candidate_process import StageFailed
+from kernelrl.evaluate.candidate_client import StageFailed
 from kernelrl.evaluate.compare import compare_outputs
 from kernelrl.evaluate.guards import tensors
 from kernelrl.evaluate.result import Status

@@ -35,7 +35,7 @@ from kernelrl.evaluate.config import COMPILE_TIMEOUT_S, EvalConfig
 from kernelrl.evaluate.confine import kill_descendants, reap_zombies
 from kernelrl.evaluate.feedback import build_feedback
 from kernelrl.evaluate.job import EvalJob
-from kernelrl.evaluate.protocol import MessageReader, ProtocolError, write_message
+from kernelrl.evaluate.messages import MessageReader, ProtocolError, write_message
 from kernelrl.evaluate.result import EvalResult, StageReport, Status
 from kernelrl.evaluate.sandbox import build_uid, eval_uid, remove_leftovers, trusted_import_path
 from kernelrl.evaluate.warm import preload_for, warm

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from kernelrl.evaluate.candidate_process import CandidateProcess
+from kernelrl.evaluate.candidate_client import CandidateProcess
 from kernelrl.evaluate.guards import mutated
 
 MAX_SLOTS = 1000  # a request never repeats a slot, so k is at most the slot count

@@ -7,7 +7,7 @@ This layer knows nothing about kernels; it imports torch and transformers only.
 from kernelrl.generation.copris import CoprisScheduler, PromptGroup, RolloutGroups, RolloutStats, expand_group
 from kernelrl.generation.engine import Engine, EngineStats
 from kernelrl.generation.fidelity import LogprobGap, logprob_gap, teacher_forced_logprobs
-from kernelrl.generation.protocol import Generator, StepGenerator
+from kernelrl.generation.interfaces import Generator, StepGenerator
 from kernelrl.generation.records import FinishReason, GenerationRequest, GenerationResult, SamplingParams
 from kernelrl.generation.remote import OpenAICompletionsClient, RemoteGenerationError
 from kernelrl.generation.sampling import process_logits

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelrl.generation.protocol import StepGenerator
+from kernelrl.generation.interfaces import StepGenerator
 from kernelrl.generation.records import GenerationRequest, GenerationResult, SamplingParams
 
 

@@ -15,7 +15,7 @@ import concurrent.futures as cf
 from collections.abc import Callable
 from typing import Any
 
-from kernelrl.agent.protocol import AgentProtocol
+from kernelrl.agent.episode_protocol import AgentProtocol
 from kernelrl.integrations.scoring import default_client, reward_from_result, reward_settings, task_spec
 from kernelrl.rewards.kernel import DEFAULT_REWARD
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 from typing import Any
 
-from kernelrl.agent.protocol import AgentProtocol
+from kernelrl.agent.episode_protocol import AgentProtocol
 from kernelrl.integrations.scoring import default_client, reward_from_result, reward_settings, task_spec
 
 PROTOCOL = AgentProtocol()  # the episode protocol bench and the trainer share (candidate extraction)

@@ -1,4 +1,4 @@
-"""One validated config object per proxy-compression run, loaded by `kernelrl.config` like every other:
+"""One validated config object per proxy-compression run, loaded by `kernelrl.config_system` like every other:
 preset, YAML file, `key=value` overrides, one validation naming each bad field."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from kernelrl import config as _config
-from kernelrl.config import ConfigModel
+from kernelrl import config_system as _config
+from kernelrl.config_system import ConfigModel
 from kernelrl.proxy.compressors import (
     COMPRESSORS,
     ArithOptions,
@@ -113,7 +113,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 
 def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    """`extra` laid over `base`, recursing into nested dicts (`kernelrl.config.merge`)."""
+    """`extra` laid over `base`, recursing into nested dicts (`kernelrl.config_system.merge`)."""
     return _config.merge(base, extra)
 
 
@@ -125,7 +125,7 @@ def parse_override(text: str) -> dict[str, Any]:
 def build_config(
     preset: str | None = None, yaml_path: str | Path | None = None, overrides: list[str] | None = None
 ) -> ProxyConfig:
-    """Preset, then YAML file, then overrides, validated once (`kernelrl.config`); a `ConfigError` naming
+    """Preset, then YAML file, then overrides, validated once (`kernelrl.config_system`); a `ConfigError` naming
     each bad field otherwise."""
     presets = {name: {"preset": name, **body} for name, body in PRESETS.items()}
     stack = _config.layers(preset, yaml_path, overrides, presets)

@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import Field
 
 import kernelrl
-from kernelrl.config import ConfigModel
+from kernelrl.config_system import ConfigModel
 
 
 class CorpusConfig(ConfigModel):

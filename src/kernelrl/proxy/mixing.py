@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from kernelrl.config import ConfigModel
+from kernelrl.config_system import ConfigModel
 from kernelrl.proxy.model import N_BYTES
 
 RAW_OPEN, RAW_CLOSE, COMP_OPEN, COMP_CLOSE = N_BYTES, N_BYTES + 1, N_BYTES + 2, N_BYTES + 3

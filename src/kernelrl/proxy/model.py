@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from pydantic import Field, model_validator
 from torch import nn
 
-from kernelrl.config import ConfigModel
+from kernelrl.config_system import ConfigModel
 
 N_BYTES = 256
 

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field, model_validator
 
-from kernelrl.config import ConfigModel
+from kernelrl.config_system import ConfigModel
 from kernelrl.proxy.evaluate import evaluate_bpb
 from kernelrl.proxy.mixing import MixedStream
 from kernelrl.proxy.model import ByteLM, LMOutput, ModelConfig, train_flops_per_token

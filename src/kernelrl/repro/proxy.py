@@ -24,7 +24,7 @@ import torch
 from pydantic import Field, model_validator
 from rich.console import Console
 
-from kernelrl.config import ConfigModel, merge, parse_overrides, validate
+from kernelrl.config_system import ConfigModel, merge, parse_overrides, validate
 from kernelrl.proxy.config import BASELINE, TOKENS_ONLY, ProxyConfig
 from kernelrl.proxy.corpus import load_corpus
 from kernelrl.proxy.experiment import eval_summary, machine_info, make_progress, prepare_views, train_arms

@@ -109,7 +109,7 @@ def read_record(out: str | Path) -> dict[str, Any]:
 def load_config(name: str, config: dict[str, Any]) -> Any:
     """`config` (as a record holds it) loaded with today's schema of repro `name`; raises when it does not load."""
     if name == "proxy":
-        from kernelrl.config import validate
+        from kernelrl.config_system import validate
         from kernelrl.repro.proxy import ScalingConfig
 
         return validate(ScalingConfig, config, "recorded proxy config")
@@ -117,7 +117,7 @@ def load_config(name: str, config: dict[str, Any]) -> Any:
         from kernelrl.repro.nki_agent import NkiAgentConfig
 
         return NkiAgentConfig(**config)  # a removed field is a TypeError
-    from kernelrl.config import validate
+    from kernelrl.config_system import validate
     from kernelrl.train.config import TrainConfig
 
     return validate(TrainConfig, config, f"recorded {name} config")

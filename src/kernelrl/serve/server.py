@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from kernelrl.config import ConfigError, ConfigModel, merge, parse_overrides, read_file, validate
+from kernelrl.config_system import ConfigError, ConfigModel, merge, parse_overrides, read_file, validate
 from kernelrl.evaluate import EvalConfig
 
 TOKEN_ENV = "KERNELRL_SERVE_TOKEN"

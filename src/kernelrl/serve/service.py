@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelrl.config import merge
+from kernelrl.config_system import merge
 from kernelrl.evaluate import Candidate, EvalConfig, EvalResult
 from kernelrl.serve.executors import Executor
 from kernelrl.serve.store import JobRecord, JobStore, NewJob, reference_key

@@ -1,4 +1,4 @@
-"""One validated config per run: `TrainConfig`, loaded by `kernelrl.config.load` (preset or YAML file, then
+"""One validated config per run: `TrainConfig`, loaded by `kernelrl.config_system.load` (preset or YAML file, then
 dotted `key=value` overrides, one validation naming every bad field), printed at start and saved as
 ``config.yaml`` in the run directory. Its `eval` section is the gym's `EvalConfig` itself (plus the
 trainer's pool settings), so every gym knob is settable and checked the gym's way."""
@@ -10,9 +10,9 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from kernelrl import config as _config
+from kernelrl import config_system as _config
 from kernelrl.backend_names import BACKEND_NAMES
-from kernelrl.config import ConfigError, ConfigModel
+from kernelrl.config_system import ConfigError, ConfigModel
 from kernelrl.evaluate.config import EvalConfig
 from kernelrl.rewards.kernel import DEFAULT_REWARD, REWARDS
 
@@ -93,7 +93,7 @@ class TaskConfig(_Section):
     hybrid: bool = False
     lazy_fraction: float = Field(0.3, ge=0, le=1)
     # tiny family: share of SFT answers that first compile their draft with a plain-text tool call
-    # (`kernelrl.agent.protocol`), so a policy calls tools from the start of RL with `rl.tools`
+    # (`kernelrl.agent.episode_protocol`), so a policy calls tools from the start of RL with `rl.tools`
     tool_fraction: float = Field(0.0, ge=0, le=1)
 
 

@@ -7,7 +7,7 @@ checking overlaps the decoding of the samples still running. `Rollout` drives a 
 prompt stream with a cursor (saved in checkpoints), and runs extra turns for multi-turn episodes
 (the gym's verdict is appended as the next user turn).
 
-With tools (``rl.tools``) a turn may end in a plain-text tool call (`kernelrl.agent.protocol`): the
+With tools (``rl.tools``) a turn may end in a plain-text tool call (`kernelrl.agent.episode_protocol`): the
 rollout runs it through the gym (`ToolExecutor`), appends the output tokens to the response and
 continues the same turn; those environment tokens are False in the sample's `loss_mask`.
 """

@@ -14,10 +14,10 @@ from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
+from kernelrl.agent.episode_protocol import AgentProtocol
 from kernelrl.agent.feedback import TokenCounter, approx_tokens
 from kernelrl.agent.policies.local import fallback_chat_format
 from kernelrl.agent.prompts import PromptConfig
-from kernelrl.agent.protocol import AgentProtocol
 from kernelrl.evaluate import Candidate, EvalResult
 from kernelrl.tasks import load_solutions, load_tasks, resize, suite_path
 from kernelrl.tasks.task import Task

@@ -13,8 +13,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, Protocol, cast, runtime_checkable
 
+from kernelrl.agent.episode_protocol import EpisodeProtocol, Verdict
 from kernelrl.agent.feedback import TokenCounter
-from kernelrl.agent.protocol import EpisodeProtocol, Verdict
 from kernelrl.agent.tools import ToolExecutor
 from kernelrl.evaluate import Candidate, EvalResult
 from kernelrl.evaluate.result import Status

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import ValidationError
 
-from kernelrl.config import ConfigModel
+from kernelrl.config_system import ConfigModel
 from kernelrl.registry import Registry
 
 

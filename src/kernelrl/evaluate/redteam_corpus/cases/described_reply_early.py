@@ -12,7 +12,7 @@ import threading
 
 import torch
 import torch.nn as nn
-from kernelrl.evaluate import runner
+from kernelrl.evaluate import candidate_server as runner
 from kernelrl.native import load_cpp
 
 SOURCE = r"""
