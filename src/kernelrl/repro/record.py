@@ -27,13 +27,13 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 _NOT_CODE = ("**/*.md", "src/kernelrl/repro/*_report.py", "src/kernelrl/evaluate/redteam_corpus/**",
              "src/kernelrl/repro/results/**")
 _TRAINING = ("src/kernelrl/train", "src/kernelrl/rl", "src/kernelrl/generation", "src/kernelrl/rewards",
-             "src/kernelrl/evaluate", "src/kernelrl/tasks", "src/kernelrl/native", "src/kernelrl/config.py",
+             "src/kernelrl/evaluate", "src/kernelrl/tasks", "src/kernelrl/native", "src/kernelrl/config_system.py",
              "src/kernelrl/registry.py")
 #: repro (or bench record) -> the code its numbers depend on
 CODE: dict[str, tuple[str, ...]] = {
     "drkernel": ("src/kernelrl/repro/drkernel.py", "src/kernelrl/repro/stats.py", *_TRAINING),
     "direct-opd": ("src/kernelrl/repro/direct_opd.py", *_TRAINING),
-    "proxy": ("src/kernelrl/repro/proxy.py", "src/kernelrl/proxy", "src/kernelrl/config.py"),
+    "proxy": ("src/kernelrl/repro/proxy.py", "src/kernelrl/proxy", "src/kernelrl/config_system.py"),
     "nki-agent": ("src/kernelrl/repro/nki_agent.py", "src/kernelrl/agent", "src/kernelrl/bench",
                   "src/kernelrl/evaluate", "src/kernelrl/rewards", "src/kernelrl/rl", "src/kernelrl/tasks",
                   "src/kernelrl/nki"),
