@@ -160,11 +160,6 @@ class PromptStream:
             yield PromptGroup(f"{k}", tuple(self.family.prompt_ids(self.tok, item)), self.params.replace(seed=seed))
 
 
-def feedback_suffix(result: EvalResult | None) -> str:
-    """The tiny family's next user turn (the gym's status); other families: `TaskFamily.feedback_text`."""
-    return TinyFamily([], []).feedback_text(result)
-
-
 class Rollout:
     """Produces one step's samples: prompt groups -> engine -> pool futures -> (more turns)."""
 
