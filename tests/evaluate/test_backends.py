@@ -130,14 +130,12 @@ def test_cuda_compiles_with_nvcc_and_reports_not_run() -> None:
 
 
 @pytest.mark.slow
-def test_load_inline_candidates_are_accepted_and_cached() -> None:
-    """torch's own extension builder (~1 min on 2 cores the first time); the second run reuses the build."""
+def test_load_inline_candidates_are_accepted() -> None:
+    """torch's own extension builder (~1 min on 2 cores). Its cache is the evaluation's own (DESIGN: state
+    that outlives an evaluation): a build is never reused by a later evaluation, which could not trust it."""
     with EvalPool(workers=1, config=EvalConfig(measure_timing=False)) as pool:
         first = pool.evaluate(TASK, Candidate(LOAD_INLINE))
         assert first.status == Status.OK, first.feedback
-        second = pool.evaluate(TASK, Candidate(LOAD_INLINE))
-        assert second.status == Status.OK
-        assert second.stage_seconds("build") < first.stage_seconds("build") / 5
 
 
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton is not installed")
