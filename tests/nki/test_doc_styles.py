@@ -197,3 +197,57 @@ def test_masked_lanes_are_poison_and_affine_dependencies_and_1d_arange_are_error
     with pytest.raises(NkiCompileError) as info:
         ns["one_d_arange"](np.ones((128, 1), np.float32))
     assert info.value.code == "err-1d-arange-not-supported"
+
+
+MASKED_COMPUTE = textwrap.dedent('''
+    import math
+    import numpy as np
+    import neuronxcc.nki as nki
+    import neuronxcc.nki.language as nl
+
+
+    @nki.jit
+    def ragged_softmax(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        rows, cols = x.shape
+        i_p = nl.arange(128)[:, None]
+        i_f = nl.arange(cols)[None, :]
+        for t in nl.affine_range(math.ceil(rows / 128)):
+            live = t * 128 + i_p < rows
+            tile = nl.load(x[t * 128 + i_p, i_f], mask=live)
+            peak = nl.max(tile, axis=[1], keepdims=True, mask=live)
+            num = nl.exp(nl.subtract(tile, peak, mask=live))
+            nl.store(out[t * 128 + i_p, i_f], value=num / nl.sum(num, axis=[1]), mask=live)
+        return out
+
+
+    @nki.jit
+    def ragged_scale(x, w, store_all):
+        out = nl.ndarray((128, x.shape[1]), dtype=x.dtype, buffer=nl.shared_hbm)
+        i_p = nl.arange(128)[:, None]
+        i_f = nl.arange(x.shape[1])[None, :]
+        live = i_p < x.shape[0]
+        tile = nl.load(x[i_p, i_f], mask=live)
+        weight = nl.load(w.reshape((1, w.shape[0]))[nl.arange(1)[:, None], i_f])
+        scaled = nl.ndarray((128, x.shape[1]), dtype=np.float32, buffer=nl.sbuf)
+        scaled[...] = nl.multiply(tile, weight.broadcast_to((128, w.shape[0])), mask=live)
+        if store_all:
+            nl.store(out, value=scaled)
+        else:
+            nl.store(out[i_p, i_f], value=scaled, mask=live)
+        return out
+''')
+
+
+def test_compute_with_a_mask_runs_and_leaves_masked_lanes_undefined() -> None:
+    """`mask=` on compute and reductions (the docs' softmax/RMSNorm style over a ragged last tile): the
+    active lanes are computed, the masked-out ones are poison, so storing them without the mask shows."""
+    ns = load_candidate(MASKED_COMPUTE)
+    x = rng.standard_normal((200, 64)).astype(np.float32)
+    e = np.exp(x - x.max(1, keepdims=True))
+    np.testing.assert_allclose(ns["ragged_softmax"](x), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+    small, w = x[:100], rng.standard_normal(64).astype(np.float32)
+    masked = ns["ragged_scale"](small, w, False)
+    np.testing.assert_allclose(masked[:100], small * w, rtol=1e-6)
+    unmasked = ns["ragged_scale"](small, w, True)
+    assert np.isnan(unmasked[100:]).all() and np.isfinite(unmasked[:100]).all()

@@ -36,6 +36,7 @@ from kernelrl.nki.tensors import (
     int8,
     int16,
     int32,
+    mask_active,
     operand_values,
     poison,
     scatter,
@@ -373,7 +374,7 @@ def _apply(
     with np.errstate(all="ignore"):
         out = np.broadcast_to(fn(*values), shape)
     if mask is not None:
-        out = np.where(np.broadcast_to(mask.values, shape), out, 0)
+        out = np.where(mask_active(mask, shape), out, poison(out_dtype))
     tile = Tile(out, out_dtype, SBUF)
     current_run().cost.charge(engine, _cost.elementwise_us(math.prod(shape[1:]), engine))
     return tile
@@ -484,14 +485,17 @@ def _reduce(
         data = operand_values(tile).astype(np.float64)
         active = None
         if mask is not None:
-            active = np.broadcast_to(mask.values, tile.shape)
+            active = mask_active(mask, tile.shape)
             data = np.where(active, data, identity)
         out = np_fn(data, axis=axes, keepdims=keepdims)
         if name == "mean":
             count = (np.sum(active, axis=axes, keepdims=keepdims) if active is not None
                      else math.prod(tile.shape[a] for a in axes))
             out = np.sum(data, axis=axes, keepdims=keepdims) / np.maximum(count, 1)
-        result = Tile(out, _result_dtype(dtype, [tile]), SBUF)
+        out_dtype = _result_dtype(dtype, [tile])
+        if active is not None:  # an output no active element reached is not computed: poison
+            out = np.where(np.any(active, axis=axes, keepdims=keepdims), out, poison(out_dtype))
+        result = Tile(out, out_dtype, SBUF)
         current_run().cost.charge("vector", _cost.elementwise_us(math.prod(tile.shape[1:]), "vector"))
         return result
 
@@ -563,7 +567,7 @@ def transpose(x: Tile, dtype: Any = None, mask: Mask | None = None) -> Tile:
     """Swap partition and free dims of a 2-D tile (Tensor Engine transpose, then PSUM -> SBUF copy)."""
     data = _pe_transpose(x, "nl.transpose")
     if mask is not None:
-        data = np.where(np.broadcast_to(mask.values, data.shape), data, 0)
+        data = np.where(mask_active(mask, data.shape), data, poison(to_dtype(dtype) if dtype is not None else x.dtype))
     tile = Tile(data, to_dtype(dtype) if dtype is not None else x.dtype, SBUF)
     current_run().cost.charge("vector", _cost.elementwise_us(data.shape[1], "vector"))
     return tile

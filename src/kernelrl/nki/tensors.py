@@ -127,6 +127,14 @@ def _mask_invert(a: Mask) -> Mask:
     return Mask(~a._v)
 
 
+def mask_active(mask: Mask, shape: tuple[int, ...]) -> np.ndarray:
+    """Which elements of an instruction's output of `shape` a `mask=` predicate lets it compute."""
+    try:
+        return np.broadcast_to(_mask_values(mask), shape)
+    except ValueError:
+        raise fail("err-shape-mismatch", f"a mask of shape {_mask_values(mask).shape} does not cover a tile of shape {shape}") from None
+
+
 def _mask_values(other: Any) -> np.ndarray:
     if isinstance(other, Mask):
         return other._v
