@@ -26,7 +26,7 @@ from kernelrl.nki.trace import traced
 
 __all__ = [
     "activation", "bn_aggr", "bn_stats", "dma_copy", "memset", "nc_matmul", "nc_transpose", "tensor_copy",
-    "tensor_reduce", "tensor_scalar", "tensor_tensor",
+    "tensor_reduce", "tensor_scalar", "tensor_tensor", "tensor_tensor_scan",
 ]
 
 _REDUCERS = {np.add: np.sum, np.maximum: np.max, np.minimum: np.min, np.multiply: np.prod}
@@ -88,6 +88,33 @@ def tensor_scalar(
 
     operands = [data, operand0, 0.0 if operand1 is None else operand1]
     return nl._apply(fn, operands, "vector", "nisa.tensor_scalar", dtype, mask)
+
+
+@traced("nisa.tensor_tensor_scan")
+def tensor_tensor_scan(
+    data0: Tile, data1: Tile, initial: Any, op0: Any, op1: Any, reverse0: bool = False, reverse1: bool = False,
+    *, dtype: Any = None, mask: Mask | None = None, **_: Any,
+) -> Tile:
+    """A scan along the free axis (Vector Engine): out[:, i] = (data0[:, i] op0 out[:, i-1]) op1 data1[:, i],
+    with out[:, -1] = `initial` (a scalar or a [P, 1] tile); 2-D tiles of the same shape."""
+    f0, f1 = _np_of(op0, "nisa.tensor_tensor_scan"), _np_of(op1, "nisa.tensor_tensor_scan")
+    a, b = nl._tile_operands([data0, data1], "nisa.tensor_tensor_scan")
+    if a.shape != b.shape or a.ndim != 2:
+        raise fail("err-shape-mismatch", f"nisa.tensor_tensor_scan: data0 {a.shape} and data1 {b.shape} must be 2-D tiles "
+                   "of one shape")
+    x, y = nl.operand_values(a).astype(np.float64), nl.operand_values(b).astype(np.float64)
+    carry = np.broadcast_to(nl.operand_values(initial) if isinstance(initial, Tile) else np.asarray(float(initial)),
+                            (a.shape[0], 1)).reshape(a.shape[0]).astype(np.float64)
+    out = np.empty_like(x)
+    with np.errstate(all="ignore"):
+        for i in range(a.shape[1]):
+            step = f0(carry, x[:, i]) if reverse0 else f0(x[:, i], carry)
+            carry = f1(y[:, i], step) if reverse1 else f1(step, y[:, i])
+            out[:, i] = carry
+    if mask is not None:
+        out = np.where(nl.mask_active(mask, out.shape), out, nl.poison(to_dtype(dtype) if dtype is not None else a.dtype))
+    current_run().cost.charge("vector", _cost.elementwise_us(2 * a.shape[1], "vector"))
+    return Tile(out, to_dtype(dtype) if dtype is not None else a.dtype, SBUF)
 
 
 @traced("nisa.tensor_reduce")

@@ -49,9 +49,9 @@ __all__ = [
     "abs", "add", "affine_range", "arange", "bfloat16", "bool_", "broadcast_to", "ceil", "copy", "cos", "divide",
     "ds", "equal", "erf", "exp", "float16", "float32", "floor", "full", "gelu", "gelu_apprx_tanh", "greater",
     "greater_equal", "hbm", "int8", "int16", "int32", "less", "less_equal", "load", "log", "matmul", "max",
-    "maximum", "mean", "mgrid", "min", "minimum", "multiply", "ndarray", "negative", "not_equal", "num_programs",
+    "maximum", "mean", "mgrid", "min", "minimum", "multiply", "nc", "ndarray", "negative", "not_equal", "num_programs",
     "ones", "par_dim", "power", "private_hbm", "prod", "program_id", "program_ndim", "psum", "reciprocal", "relu",
-    "rsqrt", "sbuf", "sequential_range", "shared_hbm", "sigmoid", "sign", "silu", "sin", "softplus", "sqrt",
+    "rsqrt", "sbuf", "sequential_range", "shared_hbm", "sigmoid", "sign", "silu", "sin", "softplus", "spmd_dim", "sqrt",
     "square", "static_range", "store", "subtract", "sum", "tanh", "tile_size", "transpose", "uint8", "zeros",
 ]
 
@@ -187,6 +187,22 @@ def program_id(axis: int) -> int:
     if not 0 <= int(axis) < builtins.max(len(run.grid), 1):
         raise fail("err-program-axis", f"nl.program_id({axis}) outside a launch grid of rank {len(run.grid)}")
     return run.program[int(axis)] if run.program else 0
+
+
+def nc(count: int) -> int:
+    """`nl.nc(n)`: n NeuronCores, for a launch-grid axis `nl.spmd_dim(size, nl.nc(n))`."""
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise fail("err-launch-grid", f"nl.nc({count!r}): a core count is a positive int")
+    return count
+
+
+def spmd_dim(*sizes: int) -> int:
+    """A launch-grid axis spread over cores: `nl.spmd_dim(n, nl.nc(2))` is an axis of n * 2 programs (core c
+    runs the programs whose index along it is c modulo 2). Here the programs run in order on one interpreter,
+    and the cost estimate adds them up as if one core ran them all."""
+    if not sizes or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sizes):
+        raise fail("err-launch-grid", f"nl.spmd_dim{sizes!r}: sizes are positive ints")
+    return math.prod(sizes)
 
 
 def num_programs(axis: int | None = None) -> int:
@@ -458,6 +474,9 @@ not_equal = _binary("not_equal", lambda a, b: (a != b).astype(np.float64))
 def copy(x: Tile, dtype: Any = None, mask: Mask | None = None) -> Tile:
     """Copy a tile (e.g. PSUM -> SBUF) and optionally cast it (vector engine)."""
     return _apply(lambda v: v, [x], "vector", "nl.copy", dtype if dtype is not None else x.dtype, mask)
+
+
+copy._np = lambda v: v  # type: ignore[attr-defined]  # nisa.activation(op=nl.copy)
 
 
 # ---------------------------------------------------------------- reductions

@@ -351,8 +351,11 @@ class KernelRun:
     shared_no: int = 0
     loops: list[AffineLoop] = field(default_factory=list)
     stamp: int = 0
+    scratch: int = 0  # > 0 while a destination-passing instruction computes its result (not an allocation)
 
     def allocate(self, tile: Tile) -> None:
+        if self.scratch:
+            return
         per_partition = math.prod(tile.shape) // max(tile.shape[tile.pdim], 1) if tile.shape else 1
         if tile.buffer == SBUF:
             nbytes = per_partition * tile.dtype.itemsize
@@ -554,6 +557,8 @@ class Tile(_Opaque):
         self._stamps = np.zeros(self._data.shape, dtype=np.int64)
         self._h = next(_HANDLES)
         self._acc = False
+        self._open = np.zeros(self._data.shape, dtype=bool)  # elements whose last write was a matmul
+        self._origin: tuple[Tile, Access] | None = None  # a gathered copy: the tile and access it reads
         if allocate:
             current_run().allocate(self)
 
@@ -569,8 +574,9 @@ class Tile(_Opaque):
                 if k.stop is not None and int(k.stop) > dim:
                     raise fail("err-out-of-bound-access", f"slice stop {int(k.stop)} is out of bounds for a dimension of size {dim}")
         tile = cls.__new__(cls)
-        tile._data, tile._stamps = parent._data[key], parent._stamps[key]
+        tile._data, tile._stamps, tile._open = parent._data[key], parent._stamps[key], parent._open[key]
         tile.dtype, tile.buffer, tile._h, tile._acc = parent.dtype, parent.buffer, next(_HANDLES), False
+        tile._origin = None
         kept = [i for i, k in enumerate(key) if not _is_int(k)]
         tile.pdim = kept.index(parent.pdim) if parent.pdim in kept else 0
         return tile
@@ -632,7 +638,10 @@ def _tile_getitem(tile: Tile, key: Any) -> Tile:
     access = resolve(tile.shape, key)
     check_bounds(tile.shape, access, what)
     current_run().check_read(tile._stamps, _full_index(access), what)
-    return Tile(gather(tile._data, access), tile.dtype, tile.buffer, allocate=False)
+    out = Tile(gather(tile._data, access), tile.dtype, tile.buffer, allocate=False)
+    out._open = gather(tile._open, access).astype(bool)
+    out._origin = (tile, access)
+    return out
 
 
 def _tile_setitem(tile: Tile, key: Any, value: Any) -> None:
@@ -642,10 +651,13 @@ def _tile_setitem(tile: Tile, key: Any, value: Any) -> None:
     try:
         np.broadcast_to(values, access.shape)
     except ValueError:
-        raise fail(
-            "err-shape-mismatch", f"cannot write a value of shape {np.shape(values)} into an access of shape {access.shape}"
-        ) from None
+        if not (values.ndim and access.shape and values.shape[0] == access.shape[0]
+                and values.size == math.prod(access.shape)):  # `t[:, 0:1] = x[:, 7]`: same elements per partition
+            raise fail("err-shape-mismatch",
+                       f"cannot write a value of shape {np.shape(values)} into an access of shape {access.shape}") from None
+        values = values.reshape(access.shape)
     scatter(tile._data, access, cast(values, tile.dtype))
+    scatter(tile._open, access, np.asarray(False))
     if not (isinstance(value, Tile) and value._acc):  # `t[i] += x` is an accumulation, not a carried write
         current_run().wrote(tile._stamps, _full_index(access))
 
