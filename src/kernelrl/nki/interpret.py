@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from kernelrl.nki import isa, language, npfacade
+from kernelrl.nki import dstisa, isa, language, npfacade
 from kernelrl.nki.cost import CostReport
 from kernelrl.nki.language import begin_program
 from kernelrl.nki.rules import NkiCompileError
@@ -250,8 +250,6 @@ def _package(name: str, isa_module: ModuleType) -> dict[str, ModuleType]:
 def _modules() -> dict[str, ModuleType]:
     """`neuronxcc.nki*` (NKI Beta 1: instructions return their result) and the standalone `nki*` package
     (Beta 2 and later: `nki.isa` instructions write into `dst`); both share `nki.language`'s interpreter."""
-    from kernelrl.nki import dstisa
-
     root = ModuleType("neuronxcc", "kernelrl NKI interpreter shim for the Neuron SDK package")
     root.__path__ = []  # type: ignore[attr-defined]
     legacy = _package("neuronxcc.nki", isa)
