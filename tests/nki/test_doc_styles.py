@@ -251,3 +251,42 @@ def test_compute_with_a_mask_runs_and_leaves_masked_lanes_undefined() -> None:
     np.testing.assert_allclose(masked[:100], small * w, rtol=1e-6)
     unmasked = ns["ragged_scale"](small, w, True)
     assert np.isnan(unmasked[100:]).all() and np.isfinite(unmasked[:100]).all()
+
+
+CHUNKED_STATS = textwrap.dedent('''
+    import math
+    import numpy as np
+    import neuronxcc.nki as nki
+    import neuronxcc.nki.isa as nisa
+    import neuronxcc.nki.language as nl
+
+
+    @nki.jit
+    def chunked_mean_var(x, masked):
+        out = nl.ndarray((x.shape[0], 2), dtype=np.float32, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        fmax = nl.tile_size.bn_stats_fmax
+        chunks = math.ceil(x.shape[1] / fmax)
+        i_p = nl.arange(x.shape[0])[:, None]
+        i_c = nl.arange(fmax)[None, :]
+        i_s = nl.arange(6)[None, :]
+        stats = nl.ndarray((x.shape[0], 6 * chunks), dtype=np.float32)
+        for c in nl.affine_range(chunks):
+            inside = c * fmax + i_c < x.shape[1]
+            stats[i_p, c * 6 + i_s] = nisa.bn_stats(t[i_p, c * fmax + i_c], mask=inside if masked else None,
+                                                   dtype=np.float32)
+        nl.store(out, value=nisa.bn_aggr(stats))
+        return out
+''')
+
+
+def test_an_instruction_mask_covers_out_of_bounds_lanes_of_its_operand() -> None:
+    """The docs' LayerNorm style: a 512-wide access into a narrower tile is allowed when the instruction's
+    mask leaves the lanes past the end out (and they are not counted); without the mask it is an error."""
+    ns = load_candidate(CHUNKED_STATS)
+    x = rng.standard_normal((128, 700)).astype(np.float32)
+    np.testing.assert_allclose(ns["chunked_mean_var"](x, True), np.stack([x.mean(1), x.var(1)], 1), rtol=1e-4,
+                               atol=1e-6)
+    with pytest.raises(NkiCompileError, match="no mask= covering") as info:
+        ns["chunked_mean_var"](x, False)
+    assert info.value.code == "err-out-of-bound-access"

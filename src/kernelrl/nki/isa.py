@@ -18,6 +18,7 @@ from kernelrl.nki.tensors import (
     Mask,
     Tile,
     cast,
+    covered_by,
     current_run,
     float32,
     to_dtype,
@@ -102,7 +103,8 @@ def tensor_tensor_scan(
     if a.shape != b.shape or a.ndim != 2:
         raise fail("err-shape-mismatch", f"nisa.tensor_tensor_scan: data0 {a.shape} and data1 {b.shape} must be 2-D tiles "
                    "of one shape")
-    x, y = nl.operand_values(a).astype(np.float64), nl.operand_values(b).astype(np.float64)
+    with covered_by(mask):
+        x, y = nl.operand_values(a).astype(np.float64), nl.operand_values(b).astype(np.float64)
     carry = np.broadcast_to(nl.operand_values(initial) if isinstance(initial, Tile) else np.asarray(float(initial)),
                             (a.shape[0], 1)).reshape(a.shape[0]).astype(np.float64)
     out = np.empty_like(x)
@@ -154,15 +156,19 @@ def bn_stats(data: Tile, *, mask: Mask | None = None, dtype: Any = None, **_: An
     """Per-partition (count, mean, variance * count) of the even and of the odd free elements: [P, 6]
     (Vector Engine, fp32; at most `nl.tile_size.bn_stats_fmax` = 512 free elements)."""
     (tile,) = nl._tile_operands([data], "nisa.bn_stats")
-    values = nl.operand_values(tile).astype(np.float64).reshape(tile.shape[0], -1)
+    with covered_by(mask):
+        values = nl.operand_values(tile).astype(np.float64).reshape(tile.shape[0], -1)
     if values.shape[1] > BN_STATS_FMAX:
         raise fail("err-bn-stats-fmax", f"nisa.bn_stats: free size {values.shape[1]} exceeds bn_stats_fmax ({BN_STATS_FMAX})")
+    active = (np.ones(values.shape, bool) if mask is None
+              else nl.mask_active(mask, tile.shape).reshape(values.shape))  # masked-out elements are not counted
     parts = []
-    for half in (values[:, 0::2], values[:, 1::2]):
-        count = half.shape[1]
-        mean = half.mean(axis=1) if count else np.zeros(half.shape[0])
-        var = half.var(axis=1) if count else np.zeros(half.shape[0])
-        parts += [np.full(half.shape[0], float(count)), mean, var * count]
+    for half, live in ((values[:, 0::2], active[:, 0::2]), (values[:, 1::2], active[:, 1::2])):
+        count = live.sum(axis=1).astype(np.float64)
+        kept = np.where(live, half, 0.0)
+        mean = kept.sum(axis=1) / np.maximum(count, 1.0)
+        m2 = np.where(live, (half - mean[:, None]) ** 2, 0.0).sum(axis=1)
+        parts += [count, mean, m2]
     current_run().cost.charge("vector", _cost.elementwise_us(values.shape[1], "vector"))
     return Tile(np.stack(parts, axis=1), to_dtype(dtype) if dtype is not None else float32, SBUF)
 

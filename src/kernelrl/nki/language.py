@@ -28,6 +28,7 @@ from kernelrl.nki.tensors import (
     bool_,
     cast,
     check_bounds,
+    covered_by,
     current_run,
     float16,
     float32,
@@ -385,7 +386,8 @@ def _apply(
     dtype: Any = None, mask: Mask | None = None,
 ) -> Tile:
     _tile_operands(operands, what)
-    values, shape = _aligned(operands, what)
+    with covered_by(mask):
+        values, shape = _aligned(operands, what)
     out_dtype = _result_dtype(dtype, operands)
     with np.errstate(all="ignore"):
         out = np.broadcast_to(fn(*values), shape)
@@ -501,7 +503,8 @@ def _reduce(
         what = f"nl.{name}"
         (tile,) = _tile_operands([x], what)
         axes = _axes(tile, axis, what)
-        data = operand_values(tile).astype(np.float64)
+        with covered_by(mask):
+            data = operand_values(tile).astype(np.float64)
         active = None
         if mask is not None:
             active = mask_active(mask, tile.shape)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import itertools
 import math
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -352,6 +353,7 @@ class KernelRun:
     loops: list[AffineLoop] = field(default_factory=list)
     stamp: int = 0
     scratch: int = 0  # > 0 while a destination-passing instruction computes its result (not an allocation)
+    covering: Any = None  # the mask= of the instruction reading its operands (covers out-of-bounds lanes)
 
     def allocate(self, tile: Tile) -> None:
         if self.scratch:
@@ -559,6 +561,7 @@ class Tile(_Opaque):
         self._acc = False
         self._open = np.zeros(self._data.shape, dtype=bool)  # elements whose last write was a matmul
         self._origin: tuple[Tile, Access] | None = None  # a gathered copy: the tile and access it reads
+        self._oob: np.ndarray | None = None  # gathered lanes outside the source tile: an instruction's mask must cover them
         if allocate:
             current_run().allocate(self)
 
@@ -577,6 +580,7 @@ class Tile(_Opaque):
         tile._data, tile._stamps, tile._open = parent._data[key], parent._stamps[key], parent._open[key]
         tile.dtype, tile.buffer, tile._h, tile._acc = parent.dtype, parent.buffer, next(_HANDLES), False
         tile._origin = None
+        tile._oob = parent._oob[key] if parent._oob is not None else None
         kept = [i for i, k in enumerate(key) if not _is_int(k)]
         tile.pdim = kept.index(parent.pdim) if parent.pdim in kept else 0
         return tile
@@ -636,12 +640,33 @@ def _tile_getitem(tile: Tile, key: Any) -> Tile:
         current_run().check_read(view._stamps, ..., what)
         return view
     access = resolve(tile.shape, key)
-    check_bounds(tile.shape, access, what)
+    oob = _out_of_bounds(tile.shape, access)
+    if oob is not None:  # allowed while every instruction reading these lanes masks them out (NKI's rule)
+        access = Access(access.arrays, access.shape, ~oob)
     current_run().check_read(tile._stamps, _full_index(access), what)
-    out = Tile(gather(tile._data, access), tile.dtype, tile.buffer, allocate=False)
+    out = Tile(gather(tile._data, access, poison(tile.dtype)), tile.dtype, tile.buffer, allocate=False)
     out._open = gather(tile._open, access).astype(bool)
-    out._origin = (tile, access)
+    out._origin, out._oob = (tile, access), oob
     return out
+
+
+def _out_of_bounds(shape: tuple[int, ...], access: Access) -> np.ndarray | None:
+    """The elements of an access that fall outside `shape`, or None when all are inside."""
+    bad = np.zeros(access.shape, dtype=bool)
+    for dim, arr in zip(shape, access.arrays, strict=True):
+        bad |= np.broadcast_to((arr < 0) | (arr >= dim), access.shape)
+    return bad if bad.any() else None
+
+
+@contextmanager
+def covered_by(mask: Mask | None) -> Iterator[None]:
+    """While an instruction with `mask=` reads its operands: out-of-bounds lanes it masks out are allowed."""
+    run = current_run()
+    previous, run.covering = run.covering, mask
+    try:
+        yield
+    finally:
+        run.covering = previous
 
 
 def _tile_setitem(tile: Tile, key: Any, value: Any) -> None:
@@ -689,13 +714,29 @@ def _tile_broadcast_to(tile: Tile, shape: Any) -> Tile:
     return Tile(data, tile.dtype, tile.buffer)
 
 
+def _check_covered(value: Tile, mask: Mask | None) -> None:
+    exposed = value._oob
+    if mask is not None:
+        try:
+            exposed = exposed & np.broadcast_to(_mask_values(mask), value.shape)  # lanes it computes
+        except ValueError:
+            pass
+    if exposed.any():
+        raise fail("err-out-of-bound-access", f"an operand of shape {value.shape} was indexed out of the bounds of its "
+                   "tile, and the instruction reading it has no mask= covering those lanes (mask the out-of-bounds "
+                   "indices, e.g. mask=(index < size))")
+
+
 def operand_values(value: Any) -> np.ndarray:
     """The numbers of a compute operand: a tile or a Python scalar (HBM operands are an error)."""
     if isinstance(value, Tile):
         if value.pdim:
             raise fail("err-block-dim", f"a tile of shape {value.shape} with block dimensions before its partition "
                        "dimension: index a block (buf[i]) before computing on it")
-        current_run().check_read(value._stamps, ..., f"{value.buffer.upper()} tile of shape {value.shape}")
+        run = current_run()
+        if value._oob is not None:
+            _check_covered(value, run.covering)
+        run.check_read(value._stamps, ..., f"{value.buffer.upper()} tile of shape {value.shape}")
         return value._data
     if isinstance(value, HbmTensor | HbmView):
         value._no_compute()
