@@ -58,6 +58,20 @@ DST_STYLE = textwrap.dedent('''
 
 
     @nki.jit
+    def column_block_sum(x, affine):
+        loop = nl.affine_range if affine else nl.sequential_range
+        out = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+        acc = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=acc, value=0.0)
+        for c in loop(x.shape[1] // 64):
+            part = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=part, src=x[0:128, c * 64:(c + 1) * 64])
+            nisa.tensor_tensor(dst=acc, data1=acc, data2=part, op=nl.add)
+        nisa.dma_copy(dst=out, src=acc)
+        return out
+
+
+    @nki.jit
     def psum_overflow(x):
         out = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.shared_hbm)
         acc = nl.ndarray((128, 512), dtype=nl.bfloat16, buffer=nl.psum)
@@ -98,6 +112,15 @@ def test_destination_passing_matmul_needs_an_fp32_psum_dst(ns: dict) -> None:
     with pytest.raises(NkiCompileError, match="fp32 PSUM") as info:
         ns["psum_overflow"](rng.standard_normal((128, 128)).astype(np.float32))
     assert info.value.lineno is not None
+
+
+def test_destination_passing_accumulator_in_affine_range_is_a_carried_dependency(ns: dict) -> None:
+    """An SBUF accumulator read and rewritten each iteration needs nl.sequential_range (the tutorials use it)."""
+    x = rng.standard_normal((128, 256)).astype(np.float32)
+    np.testing.assert_allclose(ns["column_block_sum"](x, False), x.reshape(128, 4, 64).sum(1), rtol=1e-5, atol=1e-5)
+    with pytest.raises(NkiCompileError) as info:
+        ns["column_block_sum"](x, True)
+    assert info.value.code == "err-loop-carried-dependency"
 
 
 BETA1_ADDITIONS = textwrap.dedent('''
