@@ -34,9 +34,20 @@ _REDUCERS = {np.add: np.sum, np.maximum: np.max, np.minimum: np.min, np.multiply
 
 
 def _np_of(op: Any, what: str) -> Callable[..., np.ndarray]:
-    fn = getattr(op, "_np", None) if callable(op) or getattr(op, "nki_op", None) else None
+    """The NumPy function of an ALU op: an `nl` function or a facade token (`np.subtract`), recognised by
+    identity with the interpreter's own objects, so no candidate-made callable is ever handed tile values."""
+    from kernelrl.nki import npfacade
+    from kernelrl.nki.trace import _NAMES, OPS, RAW
+
+    fn = None
+    name = _NAMES.get(id(op))
+    if name is not None and OPS.get(name) is op:
+        fn = getattr(RAW[name], "_np", None) or getattr(op, "_np", None)
+    elif isinstance(op, npfacade.OpToken) and npfacade.op_token(op.nki_op) is op:
+        fn = npfacade.ALU_OPS[op.nki_op]
     if fn is None:
-        raise fail("err-unsupported-op", f"{what}: unsupported op {op!r}; pass an nl function such as nl.exp or nl.add")
+        raise fail("err-unsupported-op", f"{what}: unsupported op {op!r}; pass an nl function such as nl.exp or "
+                   "nl.add, or a NumPy ALU op such as np.subtract")
     return fn
 
 
