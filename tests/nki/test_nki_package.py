@@ -172,3 +172,78 @@ def test_multi_core_grid_axis_has_cores_times_size_programs() -> None:
     ns = load_candidate(BETA1_ADDITIONS)
     a, b = rng.standard_normal((512, 64)).astype(np.float32), rng.standard_normal((512, 64)).astype(np.float32)
     np.testing.assert_allclose(ns["add_on_two_cores"](a, b), a + b)
+
+
+FUSED_REDUCTIONS = textwrap.dedent('''
+    import numpy as np
+    import neuronxcc.nki as nki
+    import neuronxcc.nki.isa as nisa
+    import neuronxcc.nki.language as nl
+
+
+    @nki.jit
+    def fused(x, y):
+        out = nl.ndarray((x.shape[0], 3 * x.shape[1] + 2), dtype=np.float32, buffer=nl.shared_hbm)
+        f = x.shape[1]
+        t, u = nl.load(x), nl.load(y)
+        exp_sum = nl.ndarray((x.shape[0], 1), dtype=np.float32)
+        e = nisa.activation_reduce(op=np.exp, data=t, reduce_op=np.add, reduce_res=exp_sum[...],
+                                   bias=nl.full((x.shape[0], 1), nl.fp32.min * 0.0, np.float32))
+        abs_max = nl.ndarray((x.shape[0], 1), dtype=np.float32)
+        a = nisa.tensor_scalar_reduce(data=t, op0=nl.abs, operand0=0.0, reduce_op=nl.maximum, reduce_res=abs_max)
+        fma = nisa.scalar_tensor_tensor(data=t, op0=np.multiply, operand0=2.0, op1=np.add, operand1=u,
+                                        engine=nisa.vector_engine)
+        picked = nl.where(nl.greater(t, 0.0), t, u)
+        nl.store(out[:, 0:f], value=e)
+        nl.store(out[:, f:2 * f], value=fma)
+        nl.store(out[:, 2 * f:3 * f], value=nl.add(picked, nl.multiply(a, 0.0)))
+        nl.store(out[:, 3 * f:3 * f + 1], value=exp_sum)
+        nl.store(out[:, 3 * f + 1:3 * f + 2], value=abs_max)
+        return out
+''')
+
+
+def test_fused_reductions_scalar_tensor_tensor_and_where() -> None:
+    """activation_reduce / tensor_scalar_reduce write their reduction into reduce_res (the flash-attention
+    and quantisation kernels' style); scalar_tensor_tensor and nl.where compute elementwise."""
+    ns = load_candidate(FUSED_REDUCTIONS)
+    x, y = rng.standard_normal((128, 32)).astype(np.float32), rng.standard_normal((128, 32)).astype(np.float32)
+    out = ns["fused"](x, y)
+    np.testing.assert_allclose(out[:, 0:32], np.exp(x), rtol=1e-5)
+    np.testing.assert_allclose(out[:, 32:64], 2 * x + y, rtol=1e-6)
+    np.testing.assert_allclose(out[:, 64:96], np.where(x > 0, x, y))
+    np.testing.assert_allclose(out[:, 96], np.exp(x).sum(1), rtol=1e-5)
+    np.testing.assert_allclose(out[:, 97], np.abs(x).max(1))
+
+
+DST_FUSED = textwrap.dedent('''
+    import nki
+    import nki.isa as nisa
+    import nki.language as nl
+    import numpy as np
+
+
+    @nki.jit
+    def dst_fused(x, y):
+        out = nl.ndarray((x.shape[0], 2 * x.shape[1] + 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        f = x.shape[1]
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        u = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nisa.dma_copy(dst=u, src=y)
+        res = nl.ndarray((x.shape[0], 2 * f + 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.scalar_tensor_tensor(dst=res[:, 0:f], data=t, op0=np.subtract, operand0=1.0, op1=np.multiply, operand1=u)
+        nisa.tensor_scalar_reduce(dst=res[:, f:2 * f], data=t, op0=np.multiply, operand0=3.0, reduce_op=np.add,
+                                  reduce_res=res[:, 2 * f:2 * f + 1])
+        nisa.dma_copy(dst=out, src=res)
+        return out
+''')
+
+
+def test_destination_passing_fused_instructions() -> None:
+    ns = load_candidate(DST_FUSED)
+    x, y = rng.standard_normal((64, 16)).astype(np.float32), rng.standard_normal((64, 16)).astype(np.float32)
+    out = ns["dst_fused"](x, y)
+    np.testing.assert_allclose(out[:, :16], (x - 1) * y, rtol=1e-6)
+    np.testing.assert_allclose(out[:, 16:32], 3 * x, rtol=1e-6)
+    np.testing.assert_allclose(out[:, 32], 3 * x.sum(1), rtol=1e-5, atol=1e-5)

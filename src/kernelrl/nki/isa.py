@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -22,13 +23,20 @@ from kernelrl.nki.tensors import (
     current_run,
     float32,
     to_dtype,
+    write_into,
 )
 from kernelrl.nki.trace import traced
 
 __all__ = [
-    "activation", "bn_aggr", "bn_stats", "dma_copy", "memset", "nc_matmul", "nc_transpose", "tensor_copy",
-    "tensor_reduce", "tensor_scalar", "tensor_tensor", "tensor_tensor_scan",
+    "activation", "activation_reduce", "bn_aggr", "bn_stats", "dma_copy", "gpsimd_engine", "memset", "nc_matmul",
+    "nc_transpose", "scalar_engine", "scalar_tensor_tensor", "tensor_copy", "tensor_engine", "tensor_reduce",
+    "tensor_scalar", "tensor_scalar_reduce", "tensor_tensor", "tensor_tensor_scan", "unknown_engine",
+    "vector_engine",
 ]
+
+# `engine=` choices (accepted; the cost model charges each instruction to its own engine)
+vector_engine, scalar_engine, gpsimd_engine, tensor_engine, unknown_engine = (
+    "vector", "scalar", "gpsimd", "tensor", "unknown")
 
 _REDUCERS = {np.add: np.sum, np.maximum: np.max, np.minimum: np.min, np.multiply: np.prod}
 
@@ -49,6 +57,15 @@ def _np_of(op: Any, what: str) -> Callable[..., np.ndarray]:
         raise fail("err-unsupported-op", f"{what}: unsupported op {op!r}; pass an nl function such as nl.exp or "
                    "nl.add, or a NumPy ALU op such as np.subtract")
     return fn
+
+
+def _binary_np_of(op: Any, what: str) -> Callable[..., np.ndarray]:
+    """An ALU op as a two-operand function: a one-operand op (`op0=nl.abs, operand0=0.0`) ignores its operand."""
+    fn = _np_of(op, what)
+    arity = getattr(fn, "nin", None)
+    if arity is None:
+        arity = len(inspect.signature(fn).parameters)
+    return fn if arity != 1 else (lambda x, _operand: fn(x))
 
 
 @traced("nisa.nc_matmul")
@@ -74,6 +91,54 @@ def activation(
     return nl._apply(lambda x, s, b: fn(x * s + b), operands, "scalar", "nisa.activation", dtype, mask)
 
 
+def _reduce_into(reduce_op: Any, result: Tile, reduce_res: Any, what: str) -> None:
+    """Write the free-axis reduction of `result` with `reduce_op` into the [P, 1] tile `reduce_res`."""
+    if not isinstance(reduce_res, Tile):
+        raise fail("err-operand", f"{what}: reduce_res must be an SBUF tile of shape [P, 1]")
+    reduced = tensor_reduce(reduce_op, result, axis=tuple(range(1, result.ndim)), keepdims=True)
+    write_into(reduce_res, reduced, f"{what} (reduce_res)")
+
+
+@traced("nisa.activation_reduce")
+def activation_reduce(
+    op: Any, data: Tile, *, reduce_op: Any, reduce_res: Tile, bias: Any = None, scale: Any = 1.0, dtype: Any = None,
+    mask: Mask | None = None, **_: Any,
+) -> Tile:
+    """activation(op, data, bias, scale), and its free-axis reduction with `reduce_op` written into
+    `reduce_res` ([P, 1]) by the same Scalar Engine instruction."""
+    out = activation(op, data, bias=bias, scale=scale, dtype=dtype, mask=mask)
+    _reduce_into(reduce_op, out, reduce_res, "nisa.activation_reduce")
+    return out
+
+
+@traced("nisa.tensor_scalar_reduce")
+def tensor_scalar_reduce(
+    *, data: Tile, op0: Any, operand0: Any, reduce_op: Any, reduce_res: Tile, reverse0: bool = False,
+    dtype: Any = None, mask: Mask | None = None, **_: Any,
+) -> Tile:
+    """data op0 operand0 (Vector Engine), and its free-axis reduction with `reduce_op` into `reduce_res`."""
+    out = tensor_scalar(data, op0, operand0, reverse0, dtype=dtype, mask=mask)
+    _reduce_into(reduce_op, out, reduce_res, "nisa.tensor_scalar_reduce")
+    return out
+
+
+@traced("nisa.scalar_tensor_tensor")
+def scalar_tensor_tensor(
+    *, data: Tile, op0: Any, operand0: Any, op1: Any, operand1: Tile, reverse0: bool = False,
+    reverse1: bool = False, dtype: Any = None, mask: Mask | None = None, **_: Any,
+) -> Tile:
+    """(data op0 operand0) op1 operand1 (Vector Engine): operand0 a scalar or [P, 1] tile, operand1 a tile."""
+    f0, f1 = _binary_np_of(op0, "nisa.scalar_tensor_tensor"), _binary_np_of(op1, "nisa.scalar_tensor_tensor")
+    if not isinstance(operand1, Tile):
+        raise fail("err-operand", "nisa.scalar_tensor_tensor: operand1 must be a tile (use tensor_scalar for scalars)")
+
+    def fn(x: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        y = f0(a, x) if reverse0 else f0(x, a)
+        return f1(b, y) if reverse1 else f1(y, b)
+
+    return nl._apply(fn, [data, operand0, operand1], "vector", "nisa.scalar_tensor_tensor", dtype, mask)
+
+
 @traced("nisa.tensor_tensor")
 def tensor_tensor(data1: Tile, data2: Tile, op: Any, *, dtype: Any = None, mask: Mask | None = None, **_: Any) -> Tile:
     """op(data1, data2) elementwise on the Vector Engine; both operands must be tiles."""
@@ -89,8 +154,8 @@ def tensor_scalar(
     reverse1: bool = False, *, dtype: Any = None, mask: Mask | None = None, **_: Any,
 ) -> Tile:
     """(data op0 operand0) op1 operand1 on the Vector Engine; operands: scalars or [P, 1] tiles."""
-    f0 = _np_of(op0, "nisa.tensor_scalar")
-    f1 = _np_of(op1, "nisa.tensor_scalar") if op1 is not None else None
+    f0 = _binary_np_of(op0, "nisa.tensor_scalar")
+    f1 = _binary_np_of(op1, "nisa.tensor_scalar") if op1 is not None else None
 
     def fn(x: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         y = f0(a, x) if reverse0 else f0(x, a)

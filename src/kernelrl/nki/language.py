@@ -48,12 +48,12 @@ from kernelrl.nki.trace import ParDim, traced
 
 __all__ = [
     "abs", "add", "affine_range", "arange", "bfloat16", "bool_", "broadcast_to", "ceil", "copy", "cos", "divide",
-    "ds", "equal", "erf", "exp", "float16", "float32", "floor", "full", "gelu", "gelu_apprx_tanh", "greater",
+    "ds", "equal", "erf", "exp", "float16", "float32", "floor", "fp32", "full", "gelu", "gelu_apprx_tanh", "greater",
     "greater_equal", "hbm", "int8", "int16", "int32", "less", "less_equal", "load", "log", "matmul", "max",
     "maximum", "mean", "mgrid", "min", "minimum", "multiply", "nc", "ndarray", "negative", "not_equal", "num_programs",
     "ones", "par_dim", "power", "private_hbm", "prod", "program_id", "program_ndim", "psum", "reciprocal", "relu",
     "rsqrt", "sbuf", "sequential_range", "shared_hbm", "sigmoid", "sign", "silu", "sin", "softplus", "spmd_dim", "sqrt",
-    "square", "static_range", "store", "subtract", "sum", "tanh", "tile_size", "transpose", "uint8", "zeros",
+    "square", "static_range", "store", "subtract", "sum", "tanh", "tile_size", "transpose", "uint8", "where", "zeros",
 ]
 
 sbuf, psum, hbm = SBUF, PSUM, HBM
@@ -470,6 +470,23 @@ less = _binary("less", lambda a, b: (a < b).astype(np.float64))
 less_equal = _binary("less_equal", lambda a, b: (a <= b).astype(np.float64))
 equal = _binary("equal", lambda a, b: (a == b).astype(np.float64))
 not_equal = _binary("not_equal", lambda a, b: (a != b).astype(np.float64))
+
+
+@traced("nl.where")
+def where(condition: Tile, x: Any, y: Any, dtype: Any = None, mask: Mask | None = None) -> Tile:
+    """x where `condition` is nonzero, else y (tiles or scalars; Vector Engine)."""
+    return _apply(lambda c, a, b: np.where(c != 0, a, b), [condition, x, y], "vector", "nl.where",
+                  dtype if dtype is not None else _result_dtype(None, [x, y] if any(isinstance(v, Tile) for v in (x, y))
+                                                                 else [condition]), mask)
+
+
+class fp32:
+    """`nl.fp32`: limits of float32 (`nl.fp32.min` is the most negative finite value, as in the tutorials)."""
+
+    min = float(np.finfo(np.float32).min)
+    max = float(np.finfo(np.float32).max)
+    tiny = float(np.finfo(np.float32).tiny)
+    eps = float(np.finfo(np.float32).eps)
 
 
 @traced("nl.copy")

@@ -743,3 +743,36 @@ def operand_values(value: Any) -> np.ndarray:
     if isinstance(value, int | float | np.number | bool):
         return np.asarray(value)
     raise fail("err-operand", f"unsupported operand of type {type(value).__name__}; expected a tile or a scalar")
+
+
+def _values_for(dst: Tile, value: Tile, what: str) -> np.ndarray:
+    values = operand_values(value)
+    if values.shape == dst.shape:
+        return values
+    if values.ndim and dst.ndim and values.shape[0] == dst.shape[0] and values.size == math.prod(dst.shape):
+        return values.reshape(dst.shape)
+    raise fail("err-shape-mismatch", f"{what}: a result of shape {values.shape} does not fit dst of shape {dst.shape} "
+               "(dst needs the same partition size and elements per partition)")
+
+
+def write_into(dst: Any, value: Tile, what: str, *, accumulate: bool | None = False, matmul: bool = False) -> None:
+    """Write `value` into the tile `dst` (a destination-passing instruction's result; adding where accumulating:
+    True everywhere, None where the last write was a matmul) and keep its bookkeeping."""
+    if not isinstance(dst, Tile):
+        raise fail("err-dst", f"{what}: dst must be an SBUF or PSUM tile (nl.ndarray(..., buffer=nl.sbuf)), got "
+                   f"{getattr(dst, 'buffer', type(dst).__name__)}")
+    if dst.pdim:
+        raise fail("err-block-dim", f"{what}: dst of shape {dst.shape} has block dimensions; index a block first")
+    values = _values_for(dst, value, what)
+    run = current_run()
+    add = np.zeros(dst.shape, bool) if accumulate is False else (
+        np.ones(dst.shape, bool) if accumulate is True else dst._open.copy())
+    with np.errstate(all="ignore"):
+        dst._data[...] = cast(np.where(add, dst._data + values, values), dst.dtype)
+    run.wrote(dst._stamps, ~add)  # accumulation is not a carried write (NKI's associative-reduction rule)
+    dst._open[...] = matmul
+    if dst._origin is not None:  # dst was gathered through index expressions: write through to its tile
+        parent, access = dst._origin
+        scatter(parent._data, access, dst._data)
+        scatter(parent._open, access, dst._open)
+        run.wrote(parent._stamps, _full_index(access))
