@@ -290,3 +290,29 @@ def test_an_instruction_mask_covers_out_of_bounds_lanes_of_its_operand() -> None
     with pytest.raises(NkiCompileError, match="no mask= covering") as info:
         ns["chunked_mean_var"](x, False)
     assert info.value.code == "err-out-of-bound-access"
+
+
+LOOP_REDUCE = textwrap.dedent('''
+    import numpy as np
+    import neuronxcc.nki as nki
+    import neuronxcc.nki.language as nl
+
+
+    @nki.jit
+    def blockwise_max(x):
+        out = nl.ndarray((x.shape[0], 64), dtype=x.dtype, buffer=nl.shared_hbm)
+        best = nl.full((x.shape[0], 64), nl.fp32.min, dtype=np.float32)
+        for c in nl.affine_range(x.shape[1] // 64):
+            part = nl.load(x[:, c * 64:(c + 1) * 64])
+            best[...] = nl.loop_reduce(part, op=np.maximum, loop_indices=[c])
+        nl.store(out, value=best)
+        return out
+''')
+
+
+def test_loop_reduce_combines_across_affine_iterations() -> None:
+    """`dst[...] = nl.loop_reduce(x, op, loop_indices)` (the contributed matmul's style) is an associative
+    reduction into dst, allowed in an affine_range."""
+    ns = load_candidate(LOOP_REDUCE)
+    x = rng.standard_normal((128, 320)).astype(np.float32)
+    np.testing.assert_array_equal(ns["blockwise_max"](x), x.reshape(128, 5, 64).max(1))

@@ -49,7 +49,7 @@ from kernelrl.nki.trace import ParDim, traced
 __all__ = [
     "abs", "add", "affine_range", "arange", "bfloat16", "bool_", "broadcast_to", "ceil", "copy", "cos", "divide",
     "ds", "equal", "erf", "exp", "float16", "float32", "floor", "fp32", "full", "gelu", "gelu_apprx_tanh", "greater",
-    "greater_equal", "hbm", "int8", "int16", "int32", "less", "less_equal", "load", "log", "matmul", "max",
+    "greater_equal", "hbm", "int8", "int16", "int32", "less", "less_equal", "load", "log", "loop_reduce", "matmul", "max",
     "maximum", "mean", "mgrid", "min", "minimum", "multiply", "nc", "ndarray", "negative", "not_equal", "num_programs",
     "ones", "par_dim", "power", "private_hbm", "prod", "program_id", "program_ndim", "psum", "reciprocal", "relu",
     "rsqrt", "sbuf", "sequential_range", "shared_hbm", "sigmoid", "sign", "silu", "sin", "softplus", "spmd_dim", "sqrt",
@@ -470,6 +470,18 @@ less = _binary("less", lambda a, b: (a < b).astype(np.float64))
 less_equal = _binary("less_equal", lambda a, b: (a <= b).astype(np.float64))
 equal = _binary("equal", lambda a, b: (a == b).astype(np.float64))
 not_equal = _binary("not_equal", lambda a, b: (a != b).astype(np.float64))
+
+
+@traced("nl.loop_reduce")
+def loop_reduce(x: Tile, op: Any, loop_indices: Any, dtype: Any = None, mask: Mask | None = None) -> Tile:
+    """`dst[...] = nl.loop_reduce(x, op=np.add, loop_indices=[k])`: the assignment combines x into dst with op
+    (an associative reduction over the loops named, so not a carried dependency; dst starts initialised)."""
+    from kernelrl.nki.isa import _np_of
+
+    fn = _np_of(op, "nl.loop_reduce")
+    out = _apply(lambda v: v, [x], "vector", "nl.loop_reduce", dtype if dtype is not None else x.dtype, mask)
+    out._reduce_with, out._acc = fn, True
+    return out
 
 
 @traced("nl.where")

@@ -562,6 +562,7 @@ class Tile(_Opaque):
         self._open = np.zeros(self._data.shape, dtype=bool)  # elements whose last write was a matmul
         self._origin: tuple[Tile, Access] | None = None  # a gathered copy: the tile and access it reads
         self._oob: np.ndarray | None = None  # gathered lanes outside the source tile: an instruction's mask must cover them
+        self._reduce_with: Callable[..., np.ndarray] | None = None  # nl.loop_reduce: combine into the destination
         if allocate:
             current_run().allocate(self)
 
@@ -579,7 +580,7 @@ class Tile(_Opaque):
         tile = cls.__new__(cls)
         tile._data, tile._stamps, tile._open = parent._data[key], parent._stamps[key], parent._open[key]
         tile.dtype, tile.buffer, tile._h, tile._acc = parent.dtype, parent.buffer, next(_HANDLES), False
-        tile._origin = None
+        tile._origin, tile._reduce_with = None, None
         tile._oob = parent._oob[key] if parent._oob is not None else None
         kept = [i for i, k in enumerate(key) if not _is_int(k)]
         tile.pdim = kept.index(parent.pdim) if parent.pdim in kept else 0
@@ -681,6 +682,9 @@ def _tile_setitem(tile: Tile, key: Any, value: Any) -> None:
             raise fail("err-shape-mismatch",
                        f"cannot write a value of shape {np.shape(values)} into an access of shape {access.shape}") from None
         values = values.reshape(access.shape)
+    if isinstance(value, Tile) and value._reduce_with is not None:  # `dst[...] = nl.loop_reduce(x, op, ...)`
+        with np.errstate(all="ignore"):
+            values = value._reduce_with(gather(tile._data, access).astype(np.float64), values)
     scatter(tile._data, access, cast(values, tile.dtype))
     scatter(tile._open, access, np.asarray(False))
     if not (isinstance(value, Tile) and value._acc):  # `t[i] += x` is an accumulation, not a carried write
