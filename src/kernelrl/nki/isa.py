@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +29,7 @@ from kernelrl.nki.tensors import (
 from kernelrl.nki.trace import traced
 
 __all__ = [
-    "activation", "activation_reduce", "bn_aggr", "bn_stats", "dma_copy", "gpsimd_engine", "memset", "nc_matmul",
+    "activation", "activation_reduce", "affine_select", "bn_aggr", "bn_stats", "dma_copy", "gpsimd_engine", "iota", "memset", "nc_matmul",
     "nc_transpose", "scalar_engine", "scalar_tensor_tensor", "tensor_copy", "tensor_engine", "tensor_reduce",
     "tensor_scalar", "tensor_scalar_reduce", "tensor_tensor", "tensor_tensor_scan", "unknown_engine",
     "vector_engine",
@@ -137,6 +138,37 @@ def scalar_tensor_tensor(
         return f1(b, y) if reverse1 else f1(y, b)
 
     return nl._apply(fn, [data, operand0, operand1], "vector", "nisa.scalar_tensor_tensor", dtype, mask)
+
+
+@traced("nisa.affine_select")
+def affine_select(pred: Mask, on_true_tile: Tile, on_false_value: Any, *, dtype: Any = None,
+                  mask: Mask | None = None, **_: Any) -> Tile:
+    """on_true_tile where the affine predicate `pred` (a comparison of index expressions, e.g. a causal
+    i_q >= i_k) holds, else the scalar on_false_value (GpSimd Engine)."""
+    if not isinstance(pred, Mask):
+        raise fail("err-operand", "nisa.affine_select: pred is a comparison of index expressions (i_p >= i_f)")
+    (tile,) = nl._tile_operands([on_true_tile], "nisa.affine_select")
+    keep = nl.mask_active(pred, tile.shape)
+    fill = float(nl.operand_values(on_false_value)) if not isinstance(on_false_value, Tile) else None
+    if fill is None:
+        raise fail("err-operand", "nisa.affine_select: on_false_value is a scalar")
+    return nl._apply(lambda v: np.where(keep, v, fill), [tile], "gpsimd", "nisa.affine_select", dtype, mask)
+
+
+@traced("nisa.iota")
+def iota(expr: Any, dtype: Any, *, mask: Mask | None = None, **_: Any) -> Tile:
+    """A tile holding the values of an index expression (`nl.arange(128)[:, None] * 512 + i_f`), GpSimd."""
+    from kernelrl.nki.tensors import IndexExpr
+
+    if not isinstance(expr, IndexExpr):
+        raise fail("err-operand", "nisa.iota: expr is an index expression (built from nl.arange / nl.mgrid)")
+    values = expr._v if expr._v.ndim >= 2 else expr._v.reshape(-1, 1)
+    out_dtype = to_dtype(dtype)
+    tile = Tile(values, out_dtype, SBUF)
+    if mask is not None:
+        tile._data[...] = np.where(nl.mask_active(mask, tile.shape), tile._data, nl.poison(out_dtype))
+    current_run().cost.charge("gpsimd", _cost.elementwise_us(math.prod(tile.shape[1:]), "gpsimd"))
+    return tile
 
 
 @traced("nisa.tensor_tensor")

@@ -49,7 +49,7 @@ from kernelrl.nki.trace import ParDim, traced
 __all__ = [
     "abs", "add", "affine_range", "arange", "bfloat16", "bool_", "broadcast_to", "ceil", "copy", "cos", "divide",
     "ds", "equal", "erf", "exp", "float16", "float32", "floor", "fp32", "full", "gelu", "gelu_apprx_tanh", "greater",
-    "greater_equal", "hbm", "int8", "int16", "int32", "less", "less_equal", "load", "log", "loop_reduce", "matmul", "max",
+    "greater_equal", "hbm", "int8", "int16", "int32", "less", "less_equal", "load", "load_transpose2d", "log", "loop_reduce", "matmul", "max",
     "maximum", "mean", "mgrid", "min", "minimum", "multiply", "nc", "ndarray", "negative", "not_equal", "num_programs",
     "ones", "par_dim", "power", "private_hbm", "prod", "program_id", "program_ndim", "psum", "reciprocal", "relu",
     "rsqrt", "sbuf", "sequential_range", "shared_hbm", "sigmoid", "sign", "silu", "sin", "softplus", "spmd_dim", "sqrt",
@@ -312,6 +312,18 @@ def load(src: HbmTensor | HbmView, mask: Mask | None = None, dtype: Any = None) 
     out_dtype = to_dtype(dtype) if dtype is not None else hbm_access(src, "nl.load")[0].dtype
     values, nbytes = read_hbm(src, mask, out_dtype, "nl.load")
     tile = Tile(values, out_dtype, SBUF)
+    current_run().cost.charge("dma", _cost.dma_us(nbytes), nbytes=nbytes)
+    return tile
+
+
+@traced("nl.load_transpose2d")
+def load_transpose2d(src: HbmTensor | HbmView, mask: Mask | None = None, dtype: Any = None) -> Tile:
+    """DMA a 2-D HBM access [F, P] into a new SBUF tile [P, F] (transposed on the way; masked-out lanes poison)."""
+    out_dtype = to_dtype(dtype) if dtype is not None else hbm_access(src, "nl.load_transpose2d")[0].dtype
+    values, nbytes = read_hbm(src, mask, out_dtype, "nl.load_transpose2d")
+    if values.ndim != 2:
+        raise fail("err-transpose-rank", f"nl.load_transpose2d: needs a 2-D access, got shape {values.shape}")
+    tile = Tile(values.T, out_dtype, SBUF)
     current_run().cost.charge("dma", _cost.dma_us(nbytes), nbytes=nbytes)
     return tile
 
