@@ -360,3 +360,41 @@ def test_affine_select_iota_and_load_transpose2d() -> None:
     out = ns["positions_and_transpose"](x)
     np.testing.assert_array_equal(out[:, :40], x.T)
     np.testing.assert_array_equal(out[:, 40], np.arange(100) * 10.0)
+
+
+ONLINE_SOFTMAX = textwrap.dedent('''
+    import numpy as np
+    import neuronxcc.nki as nki
+    import neuronxcc.nki.isa as nisa
+    import neuronxcc.nki.language as nl
+
+
+    @nki.jit
+    def softmax_by_blocks(x):
+        rows, cols = x.shape
+        blocks = cols // 128
+        out = nl.ndarray(x.shape, dtype=np.float32, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        block_max = nl.ndarray((rows, blocks), dtype=np.float32)
+        for b in nl.affine_range(blocks):
+            block_max[:, b] = nisa.tensor_reduce(op=nl.max, data=t[:, nl.ds(b * 128, 128)], axis=1)
+        neg_max = nisa.tensor_reduce(op=nl.max, data=block_max, axis=1, negate=True, keepdims=True)
+        sums = nl.ndarray((rows, blocks), dtype=np.float32)
+        e = nl.ndarray((rows, cols), dtype=np.float32)
+        for b in nl.affine_range(blocks):
+            e[:, nl.ds(b * 128, 128)] = nisa.activation(op=nl.exp, data=t[:, nl.ds(b * 128, 128)], bias=neg_max,
+                                                        reduce_op=nl.add, reduce_res=sums[:, b],
+                                                        reduce_cmd=nisa.reduce_cmd.reset_reduce)
+        inv = nisa.reciprocal(data=nisa.tensor_reduce(op=nl.add, data=sums, axis=1, keepdims=True))
+        nl.store(out, value=nisa.tensor_scalar(data=e, op0=nl.multiply, operand0=inv, engine=nisa.vector_engine))
+        return out
+''')
+
+
+def test_block_softmax_with_activation_reductions() -> None:
+    """The attention tutorial's softmax: tensor_reduce(op=nl.max), activation writing its row sums into
+    reduce_res (reduce_cmd), reciprocal."""
+    x = rng.standard_normal((128, 512)).astype(np.float32)
+    e = np.exp(x - x.max(1, keepdims=True))
+    np.testing.assert_allclose(load_candidate(ONLINE_SOFTMAX)["softmax_by_blocks"](x), e / e.sum(1, keepdims=True),
+                               rtol=1e-5, atol=1e-7)

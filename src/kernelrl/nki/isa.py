@@ -30,7 +30,7 @@ from kernelrl.nki.trace import traced
 
 __all__ = [
     "activation", "activation_reduce", "affine_select", "bn_aggr", "bn_stats", "dma_copy", "gpsimd_engine", "iota", "memset", "nc_matmul",
-    "nc_transpose", "scalar_engine", "scalar_tensor_tensor", "tensor_copy", "tensor_engine", "tensor_reduce",
+    "nc_transpose", "reciprocal", "reduce_cmd", "scalar_engine", "scalar_tensor_tensor", "tensor_copy", "tensor_engine", "tensor_reduce",
     "tensor_scalar", "tensor_scalar_reduce", "tensor_tensor", "tensor_tensor_scan", "unknown_engine",
     "vector_engine",
 ]
@@ -39,7 +39,8 @@ __all__ = [
 vector_engine, scalar_engine, gpsimd_engine, tensor_engine, unknown_engine = (
     "vector", "scalar", "gpsimd", "tensor", "unknown")
 
-_REDUCERS = {np.add: np.sum, np.maximum: np.max, np.minimum: np.min, np.multiply: np.prod}
+_REDUCERS = {np.add: np.sum, np.maximum: np.max, np.minimum: np.min, np.multiply: np.prod,
+             np.sum: np.sum, np.max: np.max, np.min: np.min, np.prod: np.prod}  # op=nl.add or op=nl.max
 
 
 def _np_of(op: Any, what: str) -> Callable[..., np.ndarray]:
@@ -84,19 +85,44 @@ def nc_transpose(data: Tile, *, mask: Mask | None = None, **_: Any) -> Tile:
 
 @traced("nisa.activation")
 def activation(
-    op: Any, data: Tile, *, bias: Any = None, scale: Any = 1.0, dtype: Any = None, mask: Mask | None = None
+    op: Any, data: Tile, *, bias: Any = None, scale: Any = 1.0, reduce_op: Any = None, reduce_res: Tile | None = None,
+    reduce_cmd: str = "reset_reduce", dtype: Any = None, mask: Mask | None = None, **_: Any,
 ) -> Tile:
-    """op(data * scale + bias) in one Scalar Engine instruction; bias/scale: scalars or [P, 1] tiles."""
+    """op(data * scale + bias) in one Scalar Engine instruction; bias/scale: scalars or [P, 1] tiles. With
+    `reduce_op`, its free-axis reduction goes to `reduce_res` ([P, 1]; `reduce_cmd`: reset_reduce writes it,
+    reduce combines with what is there, idle skips it)."""
     fn = _np_of(op, "nisa.activation")
     operands = [data, scale, 0.0 if bias is None else bias]
-    return nl._apply(lambda x, s, b: fn(x * s + b), operands, "scalar", "nisa.activation", dtype, mask)
+    out = nl._apply(lambda x, s, b: fn(x * s + b), operands, "scalar", "nisa.activation", dtype, mask)
+    if reduce_op is not None and reduce_cmd != reduce_cmd_names.idle:
+        _reduce_into(reduce_op, out, reduce_res, "nisa.activation", combine=reduce_cmd == reduce_cmd_names.reduce)
+    return out
 
 
-def _reduce_into(reduce_op: Any, result: Tile, reduce_res: Any, what: str) -> None:
-    """Write the free-axis reduction of `result` with `reduce_op` into the [P, 1] tile `reduce_res`."""
+class reduce_cmd_names:
+    """`nisa.reduce_cmd.*`: how an instruction's reduction meets its accumulator."""
+
+    idle = "idle"
+    reset = "reset"
+    reset_reduce = "reset_reduce"
+    reduce = "reduce"
+
+
+@traced("nisa.reciprocal")
+def reciprocal(data: Tile, *, dtype: Any = None, mask: Mask | None = None, **_: Any) -> Tile:
+    """1 / data (Vector Engine)."""
+    return nl._apply(lambda x: 1.0 / x, [data], "vector", "nisa.reciprocal", dtype, mask)
+
+
+def _reduce_into(reduce_op: Any, result: Tile, reduce_res: Any, what: str, combine: bool = False) -> None:
+    """Write the free-axis reduction of `result` with `reduce_op` into the [P, 1] tile `reduce_res` (or
+    combine it with reduce_res's values)."""
     if not isinstance(reduce_res, Tile):
         raise fail("err-operand", f"{what}: reduce_res must be an SBUF tile of shape [P, 1]")
     reduced = tensor_reduce(reduce_op, result, axis=tuple(range(1, result.ndim)), keepdims=True)
+    if combine:
+        both = nl.operand_values(reduce_res).reshape(reduced.shape).astype(np.float64)
+        reduced = Tile(_np_of(reduce_op, what)(both, nl.operand_values(reduced)), reduced.dtype, SBUF, allocate=False)
     write_into(reduce_res, reduced, f"{what} (reduce_res)")
 
 
@@ -108,7 +134,7 @@ def activation_reduce(
     """activation(op, data, bias, scale), and its free-axis reduction with `reduce_op` written into
     `reduce_res` ([P, 1]) by the same Scalar Engine instruction."""
     out = activation(op, data, bias=bias, scale=scale, dtype=dtype, mask=mask)
-    _reduce_into(reduce_op, out, reduce_res, "nisa.activation_reduce")
+    _reduce_into(reduce_op, out, reduce_res, "nisa.activation_reduce")  # type: ignore[arg-type]
     return out
 
 
@@ -234,7 +260,7 @@ def tensor_reduce(
 ) -> Tile:
     """Reduce free axes with op (nl.add, nl.maximum, nl.minimum, nl.multiply) on the Vector Engine."""
     fn = _np_of(op, "nisa.tensor_reduce")
-    if fn not in _REDUCERS:
+    if fn not in _REDUCERS or op is nl.mean:
         raise fail("err-unsupported-op", f"nisa.tensor_reduce: unsupported reduce op {op!r}")
     reducer = {np.sum: nl.sum, np.max: nl.max, np.min: nl.min, np.prod: nl.prod}[_REDUCERS[fn]]
     out = reducer(data, axis, dtype=dtype, keepdims=keepdims, mask=mask)
@@ -321,3 +347,5 @@ def dma_copy(*, dst: Any, src: Any, mask: Mask | None = None, **_: Any) -> None:
         raise fail("err-dma-operand", f"nisa.dma_copy: dst must be an HBM tensor or an SBUF tile, got {type(dst).__name__}")
     run.cost.charge("dma", _cost.dma_us(nbytes), nbytes=nbytes)
 
+
+reduce_cmd = reduce_cmd_names
