@@ -58,6 +58,23 @@ DST_STYLE = textwrap.dedent('''
 
 
     @nki.jit
+    def matmul_hoisted_psum(lhs_t, rhs):
+        out = nl.ndarray((lhs_t.shape[1], rhs.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+        acc = nl.ndarray((lhs_t.shape[1], 512), dtype=nl.float32, buffer=nl.psum)
+        res = nl.ndarray((lhs_t.shape[1], 512), dtype=nl.float32, buffer=nl.sbuf)
+        for n in nl.sequential_range(rhs.shape[1] // 512):
+            for k in nl.sequential_range(lhs_t.shape[0] // 128):
+                a = nl.ndarray((128, lhs_t.shape[1]), dtype=lhs_t.dtype, buffer=nl.sbuf)
+                b = nl.ndarray((128, 512), dtype=rhs.dtype, buffer=nl.sbuf)
+                nisa.dma_copy(dst=a, src=lhs_t[k * 128:(k + 1) * 128, :])
+                nisa.dma_copy(dst=b, src=rhs[k * 128:(k + 1) * 128, n * 512:(n + 1) * 512])
+                nisa.nc_matmul(dst=acc, stationary=a, moving=b)
+            nisa.tensor_copy(dst=res, src=acc)
+            nisa.dma_copy(dst=out[:, n * 512:(n + 1) * 512], src=res)
+        return out
+
+
+    @nki.jit
     def column_block_sum(x, affine):
         loop = nl.affine_range if affine else nl.sequential_range
         out = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
@@ -98,6 +115,11 @@ def test_destination_passing_matmul_accumulates_over_k_and_replays(ns: dict) -> 
     outputs, run = replay(result.trace, [lhs_t, rhs])
     np.testing.assert_array_equal(outputs[0], result.outputs)
     assert run.cost.busy_us == result.cost.busy_us
+
+
+def test_a_psum_tile_reused_after_its_result_is_read_starts_a_new_group(ns: dict) -> None:
+    lhs_t, rhs = rng.standard_normal((256, 64)).astype(np.float32), rng.standard_normal((256, 1024)).astype(np.float32)
+    np.testing.assert_allclose(ns["matmul_hoisted_psum"](lhs_t, rhs), lhs_t.T @ rhs, rtol=1e-4, atol=1e-3)
 
 
 def test_destination_passing_vector_and_scalar_instructions(ns: dict) -> None:

@@ -4,8 +4,9 @@ SBUF/PSUM tile or a view of one; for `dma_copy` also an HBM tensor) and returns 
 
 `dst` must have the result's partition size and number of elements per partition. `nc_matmul` into a PSUM
 `dst` follows `accumulate`: True adds, False overwrites, None (the default) adds onto the elements whose last
-write was a matmul (an open accumulation group: the k-loop of a tiled matmul) and overwrites the others, so a
-fresh `nl.ndarray(..., buffer=nl.psum)` starts a group with its first matmul.
+write was a matmul and that nothing has read since (an open accumulation group: the k-loop of a tiled
+matmul) and overwrites the others, so a fresh `nl.ndarray(..., buffer=nl.psum)`, or one whose result was
+copied out, starts a group with its first matmul.
 """
 
 from __future__ import annotations

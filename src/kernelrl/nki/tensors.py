@@ -741,6 +741,7 @@ def operand_values(value: Any) -> np.ndarray:
         if value._oob is not None:
             _check_covered(value, run.covering)
         run.check_read(value._stamps, ..., f"{value.buffer.upper()} tile of shape {value.shape}")
+        value._open[...] = False  # reading a PSUM accumulation closes its group: the next matmul starts anew
         return value._data
     if isinstance(value, HbmTensor | HbmView):
         value._no_compute()
