@@ -398,3 +398,32 @@ def test_block_softmax_with_activation_reductions() -> None:
     e = np.exp(x - x.max(1, keepdims=True))
     np.testing.assert_allclose(load_candidate(ONLINE_SOFTMAX)["softmax_by_blocks"](x), e / e.sum(1, keepdims=True),
                                rtol=1e-5, atol=1e-7)
+
+
+INDIRECT = textwrap.dedent('''
+    import numpy as np
+    import neuronxcc.nki as nki
+    import neuronxcc.nki.isa as nisa
+    import neuronxcc.nki.language as nl
+
+
+    @nki.jit
+    def gather_rows_strided(x, stride):
+        rows, cols = x.shape
+        out = nl.ndarray((128, cols), dtype=x.dtype, buffer=nl.shared_hbm)
+        i_p = nl.arange(128)[:, None]
+        i_f = nl.arange(cols)[None, :]
+        position = nisa.iota(i_p, dtype=nl.int32)
+        source = nl.mod(nl.multiply(position, stride, dtype=nl.int32), rows, dtype=nl.int32)
+        nl.store(out[position, i_f], value=nl.load(x[source, i_f]))
+        return out
+''')
+
+
+def test_indirect_dma_indexes_hbm_with_an_integer_tile() -> None:
+    """The vision kernels' style: row indices computed on the device (iota, mod) index an HBM access."""
+    ns = load_candidate(INDIRECT)
+    x = rng.standard_normal((300, 16)).astype(np.float32)
+    result = run_kernel(ns["gather_rows_strided"], x, 7)
+    np.testing.assert_array_equal(result.outputs, x[(np.arange(128) * 7) % 300])
+    np.testing.assert_array_equal(replay(result.trace, [x])[0][0], result.outputs)

@@ -50,7 +50,7 @@ __all__ = [
     "abs", "add", "affine_range", "arange", "bfloat16", "bool_", "broadcast_to", "ceil", "copy", "cos", "divide",
     "ds", "equal", "erf", "exp", "float16", "float32", "floor", "fp32", "full", "gelu", "gelu_apprx_tanh", "greater",
     "greater_equal", "hbm", "int8", "int16", "int32", "less", "less_equal", "load", "load_transpose2d", "log", "loop_reduce", "matmul", "max",
-    "maximum", "mean", "mgrid", "min", "minimum", "multiply", "nc", "ndarray", "negative", "not_equal", "num_programs",
+    "maximum", "mean", "mgrid", "min", "minimum", "mod", "multiply", "nc", "ndarray", "negative", "not_equal", "num_programs",
     "ones", "par_dim", "power", "private_hbm", "prod", "program_id", "program_ndim", "psum", "reciprocal", "relu",
     "rsqrt", "sbuf", "sequential_range", "shared_hbm", "sigmoid", "sign", "silu", "sin", "softplus", "spmd_dim", "sqrt",
     "square", "static_range", "store", "subtract", "sum", "tanh", "tile_size", "transpose", "uint8", "where", "zeros",
@@ -476,6 +476,7 @@ divide = _binary("divide", np.divide)
 maximum = _binary("maximum", np.maximum)
 minimum = _binary("minimum", np.minimum)
 power = _binary("power", np.power)
+mod = _binary("mod", np.mod)
 greater = _binary("greater", lambda a, b: (a > b).astype(np.float64))
 greater_equal = _binary("greater_equal", lambda a, b: (a >= b).astype(np.float64))
 less = _binary("less", lambda a, b: (a < b).astype(np.float64))

@@ -491,7 +491,24 @@ class HbmTensor(_HbmOperand):
 
 
 def _hbm_getitem(t: HbmTensor, key: Any) -> HbmView:
-    return HbmView(t, resolve(t.shape, key))
+    return HbmView(t, resolve(t.shape, _tile_indices(key)))
+
+
+def _tile_indices(key: Any) -> Any:
+    """Indirect DMA: a [P, 1] integer SBUF tile in an HBM access (`x[idx_tile, i_f]`) indexes with its values
+    (read as the tile holds them when the access is made)."""
+    parts = key if isinstance(key, tuple) else (key,)
+    if not any(isinstance(k, Tile) for k in parts):
+        return key
+    out = []
+    for k in parts:
+        if isinstance(k, Tile):
+            if k.dtype.is_float or k.ndim != 2 or k.shape[1] != 1:
+                raise fail("err-indirect-index", f"an index tile is an integer tile of shape [P, 1], got {k.dtype} "
+                           f"{k.shape}")
+            k = IndexExpr(operand_values(k).astype(np.int64))
+        out.append(k)
+    return tuple(out)
 
 
 def _hbm_reshape(t: HbmTensor, shape: Any) -> HbmTensor:
