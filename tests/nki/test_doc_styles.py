@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from kernelrl.nki import NkiCompileError, load_candidate, run_kernel
+from kernelrl.nki.trace import replay
 
 STYLES = textwrap.dedent('''
     import numpy as np
@@ -197,3 +198,232 @@ def test_masked_lanes_are_poison_and_affine_dependencies_and_1d_arange_are_error
     with pytest.raises(NkiCompileError) as info:
         ns["one_d_arange"](np.ones((128, 1), np.float32))
     assert info.value.code == "err-1d-arange-not-supported"
+
+
+MASKED_COMPUTE = textwrap.dedent('''
+    import math
+    import numpy as np
+    import neuronxcc.nki as nki
+    import neuronxcc.nki.language as nl
+
+
+    @nki.jit
+    def ragged_softmax(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        rows, cols = x.shape
+        i_p = nl.arange(128)[:, None]
+        i_f = nl.arange(cols)[None, :]
+        for t in nl.affine_range(math.ceil(rows / 128)):
+            live = t * 128 + i_p < rows
+            tile = nl.load(x[t * 128 + i_p, i_f], mask=live)
+            peak = nl.max(tile, axis=[1], keepdims=True, mask=live)
+            num = nl.exp(nl.subtract(tile, peak, mask=live))
+            nl.store(out[t * 128 + i_p, i_f], value=num / nl.sum(num, axis=[1]), mask=live)
+        return out
+
+
+    @nki.jit
+    def ragged_scale(x, w, store_all):
+        out = nl.ndarray((128, x.shape[1]), dtype=x.dtype, buffer=nl.shared_hbm)
+        i_p = nl.arange(128)[:, None]
+        i_f = nl.arange(x.shape[1])[None, :]
+        live = i_p < x.shape[0]
+        tile = nl.load(x[i_p, i_f], mask=live)
+        weight = nl.load(w.reshape((1, w.shape[0]))[nl.arange(1)[:, None], i_f])
+        scaled = nl.ndarray((128, x.shape[1]), dtype=np.float32, buffer=nl.sbuf)
+        scaled[...] = nl.multiply(tile, weight.broadcast_to((128, w.shape[0])), mask=live)
+        if store_all:
+            nl.store(out, value=scaled)
+        else:
+            nl.store(out[i_p, i_f], value=scaled, mask=live)
+        return out
+''')
+
+
+def test_compute_with_a_mask_runs_and_leaves_masked_lanes_undefined() -> None:
+    """`mask=` on compute and reductions (the docs' softmax/RMSNorm style over a ragged last tile): the
+    active lanes are computed, the masked-out ones are poison, so storing them without the mask shows."""
+    ns = load_candidate(MASKED_COMPUTE)
+    x = rng.standard_normal((200, 64)).astype(np.float32)
+    e = np.exp(x - x.max(1, keepdims=True))
+    np.testing.assert_allclose(ns["ragged_softmax"](x), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+    small, w = x[:100], rng.standard_normal(64).astype(np.float32)
+    masked = ns["ragged_scale"](small, w, False)
+    np.testing.assert_allclose(masked[:100], small * w, rtol=1e-6)
+    unmasked = ns["ragged_scale"](small, w, True)
+    assert np.isnan(unmasked[100:]).all() and np.isfinite(unmasked[:100]).all()
+
+
+CHUNKED_STATS = textwrap.dedent('''
+    import math
+    import numpy as np
+    import neuronxcc.nki as nki
+    import neuronxcc.nki.isa as nisa
+    import neuronxcc.nki.language as nl
+
+
+    @nki.jit
+    def chunked_mean_var(x, masked):
+        out = nl.ndarray((x.shape[0], 2), dtype=np.float32, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        fmax = nl.tile_size.bn_stats_fmax
+        chunks = math.ceil(x.shape[1] / fmax)
+        i_p = nl.arange(x.shape[0])[:, None]
+        i_c = nl.arange(fmax)[None, :]
+        i_s = nl.arange(6)[None, :]
+        stats = nl.ndarray((x.shape[0], 6 * chunks), dtype=np.float32)
+        for c in nl.affine_range(chunks):
+            inside = c * fmax + i_c < x.shape[1]
+            stats[i_p, c * 6 + i_s] = nisa.bn_stats(t[i_p, c * fmax + i_c], mask=inside if masked else None,
+                                                   dtype=np.float32)
+        nl.store(out, value=nisa.bn_aggr(stats))
+        return out
+''')
+
+
+def test_an_instruction_mask_covers_out_of_bounds_lanes_of_its_operand() -> None:
+    """The docs' LayerNorm style: a 512-wide access into a narrower tile is allowed when the instruction's
+    mask leaves the lanes past the end out (and they are not counted); without the mask it is an error."""
+    ns = load_candidate(CHUNKED_STATS)
+    x = rng.standard_normal((128, 700)).astype(np.float32)
+    np.testing.assert_allclose(ns["chunked_mean_var"](x, True), np.stack([x.mean(1), x.var(1)], 1), rtol=1e-4,
+                               atol=1e-6)
+    with pytest.raises(NkiCompileError, match="no mask= covering") as info:
+        ns["chunked_mean_var"](x, False)
+    assert info.value.code == "err-out-of-bound-access"
+
+
+LOOP_REDUCE = textwrap.dedent('''
+    import numpy as np
+    import neuronxcc.nki as nki
+    import neuronxcc.nki.language as nl
+
+
+    @nki.jit
+    def blockwise_max(x):
+        out = nl.ndarray((x.shape[0], 64), dtype=x.dtype, buffer=nl.shared_hbm)
+        best = nl.full((x.shape[0], 64), nl.fp32.min, dtype=np.float32)
+        for c in nl.affine_range(x.shape[1] // 64):
+            part = nl.load(x[:, c * 64:(c + 1) * 64])
+            best[...] = nl.loop_reduce(part, op=np.maximum, loop_indices=[c])
+        nl.store(out, value=best)
+        return out
+''')
+
+
+def test_loop_reduce_combines_across_affine_iterations() -> None:
+    """`dst[...] = nl.loop_reduce(x, op, loop_indices)` (the contributed matmul's style) is an associative
+    reduction into dst, allowed in an affine_range."""
+    ns = load_candidate(LOOP_REDUCE)
+    x = rng.standard_normal((128, 320)).astype(np.float32)
+    np.testing.assert_array_equal(ns["blockwise_max"](x), x.reshape(128, 5, 64).max(1))
+
+
+ATTENTION_BITS = textwrap.dedent('''
+    import numpy as np
+    import neuronxcc.nki as nki
+    import neuronxcc.nki.isa as nisa
+    import neuronxcc.nki.language as nl
+
+
+    @nki.jit
+    def causal_scores(q_t, k_t):
+        n = q_t.shape[1]
+        out = nl.ndarray((n, n), dtype=np.float32, buffer=nl.shared_hbm)
+        scores = nl.copy(nisa.nc_matmul(nl.load(q_t), nl.load(k_t)))
+        i_q, i_k = nl.mgrid[0:n, 0:n]
+        masked = nisa.affine_select(pred=(i_q >= i_k), on_true_tile=scores, on_false_value=-9984.0)
+        nl.store(out, value=masked)
+        return out
+
+
+    @nki.jit
+    def positions_and_transpose(x):
+        out = nl.ndarray((x.shape[1], x.shape[0] + 1), dtype=np.float32, buffer=nl.shared_hbm)
+        i_p = nl.arange(x.shape[1])[:, None]
+        i_f = nl.arange(1)[None, :]
+        nl.store(out[:, 0:x.shape[0]], value=nl.load_transpose2d(x))
+        nl.store(out[:, x.shape[0]:x.shape[0] + 1], value=nisa.iota(i_p * 10 + i_f, dtype=np.float32))
+        return out
+''')
+
+
+def test_affine_select_iota_and_load_transpose2d() -> None:
+    """The attention tutorials' causal mask (affine_select on an index predicate), iota and a transposing load."""
+    ns = load_candidate(ATTENTION_BITS)
+    q_t, k_t = rng.standard_normal((64, 96)).astype(np.float32), rng.standard_normal((64, 96)).astype(np.float32)
+    expected = np.where(np.tril(np.ones((96, 96), bool)), q_t.T @ k_t, -9984.0)
+    result = run_kernel(ns["causal_scores"], q_t, k_t)
+    np.testing.assert_allclose(result.outputs, expected, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(replay(result.trace, [q_t, k_t])[0][0], result.outputs)  # the judge's side
+    x = rng.standard_normal((40, 100)).astype(np.float32)
+    out = ns["positions_and_transpose"](x)
+    np.testing.assert_array_equal(out[:, :40], x.T)
+    np.testing.assert_array_equal(out[:, 40], np.arange(100) * 10.0)
+
+
+ONLINE_SOFTMAX = textwrap.dedent('''
+    import numpy as np
+    import neuronxcc.nki as nki
+    import neuronxcc.nki.isa as nisa
+    import neuronxcc.nki.language as nl
+
+
+    @nki.jit
+    def softmax_by_blocks(x):
+        rows, cols = x.shape
+        blocks = cols // 128
+        out = nl.ndarray(x.shape, dtype=np.float32, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        block_max = nl.ndarray((rows, blocks), dtype=np.float32)
+        for b in nl.affine_range(blocks):
+            block_max[:, b] = nisa.tensor_reduce(op=nl.max, data=t[:, nl.ds(b * 128, 128)], axis=1)
+        neg_max = nisa.tensor_reduce(op=nl.max, data=block_max, axis=1, negate=True, keepdims=True)
+        sums = nl.ndarray((rows, blocks), dtype=np.float32)
+        e = nl.ndarray((rows, cols), dtype=np.float32)
+        for b in nl.affine_range(blocks):
+            e[:, nl.ds(b * 128, 128)] = nisa.activation(op=nl.exp, data=t[:, nl.ds(b * 128, 128)], bias=neg_max,
+                                                        reduce_op=nl.add, reduce_res=sums[:, b],
+                                                        reduce_cmd=nisa.reduce_cmd.reset_reduce)
+        inv = nisa.reciprocal(data=nisa.tensor_reduce(op=nl.add, data=sums, axis=1, keepdims=True))
+        nl.store(out, value=nisa.tensor_scalar(data=e, op0=nl.multiply, operand0=inv, engine=nisa.vector_engine))
+        return out
+''')
+
+
+def test_block_softmax_with_activation_reductions() -> None:
+    """The attention tutorial's softmax: tensor_reduce(op=nl.max), activation writing its row sums into
+    reduce_res (reduce_cmd), reciprocal."""
+    x = rng.standard_normal((128, 512)).astype(np.float32)
+    e = np.exp(x - x.max(1, keepdims=True))
+    np.testing.assert_allclose(load_candidate(ONLINE_SOFTMAX)["softmax_by_blocks"](x), e / e.sum(1, keepdims=True),
+                               rtol=1e-5, atol=1e-7)
+
+
+INDIRECT = textwrap.dedent('''
+    import numpy as np
+    import neuronxcc.nki as nki
+    import neuronxcc.nki.isa as nisa
+    import neuronxcc.nki.language as nl
+
+
+    @nki.jit
+    def gather_rows_strided(x, stride):
+        rows, cols = x.shape
+        out = nl.ndarray((128, cols), dtype=x.dtype, buffer=nl.shared_hbm)
+        i_p = nl.arange(128)[:, None]
+        i_f = nl.arange(cols)[None, :]
+        position = nisa.iota(i_p, dtype=nl.int32)
+        source = nl.mod(nl.multiply(position, stride, dtype=nl.int32), rows, dtype=nl.int32)
+        nl.store(out[position, i_f], value=nl.load(x[source, i_f]))
+        return out
+''')
+
+
+def test_indirect_dma_indexes_hbm_with_an_integer_tile() -> None:
+    """The vision kernels' style: row indices computed on the device (iota, mod) index an HBM access."""
+    ns = load_candidate(INDIRECT)
+    x = rng.standard_normal((300, 16)).astype(np.float32)
+    result = run_kernel(ns["gather_rows_strided"], x, 7)
+    np.testing.assert_array_equal(result.outputs, x[(np.arange(128) * 7) % 300])
+    np.testing.assert_array_equal(replay(result.trace, [x])[0][0], result.outputs)

@@ -25,9 +25,13 @@ Subset:
   operators), broadcasting along free dims only; reductions `nl.sum/max/min/mean/prod(axis=free
   axes, keepdims=)`; `nl.copy`; `nl.transpose`; `nl.matmul(x, y, transpose_x=)`; dtype casts
   (float32, bfloat16 rounded to nearest-even in fp32 storage, float16, int32, int8, uint8);
-  `mask=` on compute (masked-out elements are 0 here); masked-out lanes of a load are poison (NaN).
+  `mask=` on compute; masked-out lanes of a load or of a masked instruction are poison (NaN).
 - `nisa`: nc_matmul, nc_transpose, activation, tensor_tensor, tensor_scalar, tensor_reduce,
-  tensor_copy, memset. PSUM accumulation with `psum_tile += nisa.nc_matmul(...)` (fp32 PSUM only).
+  tensor_tensor_scan, tensor_copy, memset, bn_stats, bn_aggr, dma_copy. PSUM accumulation with
+  `psum_tile += nisa.nc_matmul(...)` (fp32 PSUM only).
+- the standalone `nki` package (`import nki`, `nki.language`, `nki.isa`): the same language, and
+  `nki.isa` instructions in destination-passing form (`nisa.nc_matmul(dst=psum, stationary=, moving=)`),
+  see `kernelrl.nki.dstisa`.
 - rules (see `rules.py` for numbers and sources): partition dim <= 128; PSUM tile free size <= 512
   fp32 and at most 8 live 2 KiB banks per partition; matmul K <= 128, stationary free <= 128, moving
   free <= 512, SBUF operands of float dtype; live SBUF <= 192 KiB per partition (liveness from Python

@@ -1,7 +1,8 @@
 """Running NKI kernels: `@nki.jit`, the `neuronxcc` import shim, and the per-run cost report.
 
 Import shim: `nki_modules()` is a context manager that installs this interpreter into `sys.modules`
-under `neuronxcc`, `neuronxcc.nki`, `neuronxcc.nki.language`, `neuronxcc.nki.isa` and `neuronxcc.nki.typing`
+under `neuronxcc`, `neuronxcc.nki`, `neuronxcc.nki.language`, `neuronxcc.nki.isa` and `neuronxcc.nki.typing`,
+and the standalone package's `nki`, `nki.language`, `nki.isa` (destination-passing) and `nki.typing`
 (modules of public API names only), and the numpy facade under `numpy`, only while it is active (and only when the real Neuron SDK is not importable, unless `force=True`); the previous
 entries are restored on exit. Candidate code is imported inside it (`load_candidate`); kernels keep
 working after it exits because they hold references to the interpreter's functions.
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from kernelrl.nki import isa, language, npfacade
+from kernelrl.nki import dstisa, isa, language, npfacade
 from kernelrl.nki.cost import CostReport
 from kernelrl.nki.language import begin_program
 from kernelrl.nki.rules import NkiCompileError
@@ -32,7 +33,7 @@ from kernelrl.nki.tensors import _RUN, HbmTensor, KernelRun, bfloat16, to_dtype
 from kernelrl.nki.trace import digest, encode, register
 
 SHIM_NAMES = ("neuronxcc", "neuronxcc.nki", "neuronxcc.nki.language", "neuronxcc.nki.isa", "neuronxcc.nki.typing",
-              "numpy")
+              "nki", "nki.language", "nki.isa", "nki.typing", "numpy")
 
 
 @dataclass
@@ -230,22 +231,30 @@ def _public(name: str, source: ModuleType, names: Any, doc: str) -> ModuleType:
     return module
 
 
-def _modules() -> dict[str, ModuleType]:
+def _package(name: str, isa_module: ModuleType) -> dict[str, ModuleType]:
+    """The modules of one NKI namespace: `name`, `name.language`, `name.isa` (from `isa_module`), `name.typing`."""
     from kernelrl.nki import nkitypes
 
-    root = ModuleType("neuronxcc", "kernelrl NKI interpreter shim for the Neuron SDK package")
-    nki = ModuleType("neuronxcc.nki", "kernelrl NKI interpreter: nki.jit, nki.language, nki.isa")
-    root.__path__, nki.__path__ = [], []  # type: ignore[attr-defined]
-    nl = _public("neuronxcc.nki.language", language, language.__all__, language.__doc__ or "")
-    nisa = _public("neuronxcc.nki.isa", isa, isa.__all__, isa.__doc__ or "")
-    nt = _public("neuronxcc.nki.typing", nkitypes, nkitypes.__all__, nkitypes.__doc__ or "")
+    nki = ModuleType(name, "kernelrl NKI interpreter: nki.jit, nki.language, nki.isa")
+    nki.__path__ = []  # type: ignore[attr-defined]
+    nl = _public(f"{name}.language", language, language.__all__, language.__doc__ or "")
+    nisa = _public(f"{name}.isa", isa_module, isa_module.__all__, isa_module.__doc__ or "")
+    nt = _public(f"{name}.typing", nkitypes, nkitypes.__all__, nkitypes.__doc__ or "")
     for attr, value in (("jit", jit), ("baremetal", baremetal), ("benchmark", benchmark), ("profile", profile),
                         ("simulate_kernel", simulate_kernel), ("simulate", simulate), ("language", nl), ("isa", nisa),
                         ("typing", nt), ("tensor", nkitypes.tensor)):
         setattr(nki, attr, value)
-    root.nki = nki  # type: ignore[attr-defined]
-    return {"neuronxcc": root, "neuronxcc.nki": nki, "neuronxcc.nki.language": nl, "neuronxcc.nki.isa": nisa,
-            "neuronxcc.nki.typing": nt}
+    return {name: nki, f"{name}.language": nl, f"{name}.isa": nisa, f"{name}.typing": nt}
+
+
+def _modules() -> dict[str, ModuleType]:
+    """`neuronxcc.nki*` (NKI Beta 1: instructions return their result) and the standalone `nki*` package
+    (Beta 2 and later: `nki.isa` instructions write into `dst`); both share `nki.language`'s interpreter."""
+    root = ModuleType("neuronxcc", "kernelrl NKI interpreter shim for the Neuron SDK package")
+    root.__path__ = []  # type: ignore[attr-defined]
+    legacy = _package("neuronxcc.nki", isa)
+    root.nki = legacy["neuronxcc.nki"]  # type: ignore[attr-defined]
+    return {"neuronxcc": root, **legacy, **_package("nki", dstisa)}
 
 
 def real_sdk_available() -> bool:

@@ -28,6 +28,7 @@ from kernelrl.nki.tensors import (
     bool_,
     cast,
     check_bounds,
+    covered_by,
     current_run,
     float16,
     float32,
@@ -36,6 +37,7 @@ from kernelrl.nki.tensors import (
     int8,
     int16,
     int32,
+    mask_active,
     operand_values,
     poison,
     scatter,
@@ -46,12 +48,12 @@ from kernelrl.nki.trace import ParDim, traced
 
 __all__ = [
     "abs", "add", "affine_range", "arange", "bfloat16", "bool_", "broadcast_to", "ceil", "copy", "cos", "divide",
-    "ds", "equal", "erf", "exp", "float16", "float32", "floor", "full", "gelu", "gelu_apprx_tanh", "greater",
-    "greater_equal", "hbm", "int8", "int16", "int32", "less", "less_equal", "load", "log", "matmul", "max",
-    "maximum", "mean", "mgrid", "min", "minimum", "multiply", "ndarray", "negative", "not_equal", "num_programs",
+    "ds", "equal", "erf", "exp", "float16", "float32", "floor", "fp32", "full", "gelu", "gelu_apprx_tanh", "greater",
+    "greater_equal", "hbm", "int8", "int16", "int32", "less", "less_equal", "load", "load_transpose2d", "log", "loop_reduce", "matmul", "max",
+    "maximum", "mean", "mgrid", "min", "minimum", "mod", "multiply", "nc", "ndarray", "negative", "not_equal", "num_programs",
     "ones", "par_dim", "power", "private_hbm", "prod", "program_id", "program_ndim", "psum", "reciprocal", "relu",
-    "rsqrt", "sbuf", "sequential_range", "shared_hbm", "sigmoid", "sign", "silu", "sin", "softplus", "sqrt",
-    "square", "static_range", "store", "subtract", "sum", "tanh", "tile_size", "transpose", "uint8", "zeros",
+    "rsqrt", "sbuf", "sequential_range", "shared_hbm", "sigmoid", "sign", "silu", "sin", "softplus", "spmd_dim", "sqrt",
+    "square", "static_range", "store", "subtract", "sum", "tanh", "tile_size", "transpose", "uint8", "where", "zeros",
 ]
 
 sbuf, psum, hbm = SBUF, PSUM, HBM
@@ -188,6 +190,22 @@ def program_id(axis: int) -> int:
     return run.program[int(axis)] if run.program else 0
 
 
+def nc(count: int) -> int:
+    """`nl.nc(n)`: n NeuronCores, for a launch-grid axis `nl.spmd_dim(size, nl.nc(n))`."""
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise fail("err-launch-grid", f"nl.nc({count!r}): a core count is a positive int")
+    return count
+
+
+def spmd_dim(*sizes: int) -> int:
+    """A launch-grid axis spread over cores: `nl.spmd_dim(n, nl.nc(2))` is an axis of n * 2 programs (core c
+    runs the programs whose index along it is c modulo 2). Here the programs run in order on one interpreter,
+    and the cost estimate adds them up as if one core ran them all."""
+    if not sizes or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sizes):
+        raise fail("err-launch-grid", f"nl.spmd_dim{sizes!r}: sizes are positive ints")
+    return math.prod(sizes)
+
+
 def num_programs(axis: int | None = None) -> int:
     """Size of the launch grid along `axis` (all programs when None)."""
     grid = current_run().grid or (1,)
@@ -298,6 +316,18 @@ def load(src: HbmTensor | HbmView, mask: Mask | None = None, dtype: Any = None) 
     return tile
 
 
+@traced("nl.load_transpose2d")
+def load_transpose2d(src: HbmTensor | HbmView, mask: Mask | None = None, dtype: Any = None) -> Tile:
+    """DMA a 2-D HBM access [F, P] into a new SBUF tile [P, F] (transposed on the way; masked-out lanes poison)."""
+    out_dtype = to_dtype(dtype) if dtype is not None else hbm_access(src, "nl.load_transpose2d")[0].dtype
+    values, nbytes = read_hbm(src, mask, out_dtype, "nl.load_transpose2d")
+    if values.ndim != 2:
+        raise fail("err-transpose-rank", f"nl.load_transpose2d: needs a 2-D access, got shape {values.shape}")
+    tile = Tile(values.T, out_dtype, SBUF)
+    current_run().cost.charge("dma", _cost.dma_us(nbytes), nbytes=nbytes)
+    return tile
+
+
 @traced("nl.store")
 def store(dst: HbmTensor | HbmView, value: Tile, mask: Mask | None = None) -> None:
     """DMA an SBUF tile into an HBM access pattern (a PSUM tile is first copied to SBUF, as NKI does)."""
@@ -368,12 +398,13 @@ def _apply(
     dtype: Any = None, mask: Mask | None = None,
 ) -> Tile:
     _tile_operands(operands, what)
-    values, shape = _aligned(operands, what)
+    with covered_by(mask):
+        values, shape = _aligned(operands, what)
     out_dtype = _result_dtype(dtype, operands)
     with np.errstate(all="ignore"):
         out = np.broadcast_to(fn(*values), shape)
     if mask is not None:
-        out = np.where(np.broadcast_to(mask.values, shape), out, 0)
+        out = np.where(mask_active(mask, shape), out, poison(out_dtype))
     tile = Tile(out, out_dtype, SBUF)
     current_run().cost.charge(engine, _cost.elementwise_us(math.prod(shape[1:]), engine))
     return tile
@@ -445,6 +476,7 @@ divide = _binary("divide", np.divide)
 maximum = _binary("maximum", np.maximum)
 minimum = _binary("minimum", np.minimum)
 power = _binary("power", np.power)
+mod = _binary("mod", np.mod)
 greater = _binary("greater", lambda a, b: (a > b).astype(np.float64))
 greater_equal = _binary("greater_equal", lambda a, b: (a >= b).astype(np.float64))
 less = _binary("less", lambda a, b: (a < b).astype(np.float64))
@@ -453,10 +485,42 @@ equal = _binary("equal", lambda a, b: (a == b).astype(np.float64))
 not_equal = _binary("not_equal", lambda a, b: (a != b).astype(np.float64))
 
 
+@traced("nl.loop_reduce")
+def loop_reduce(x: Tile, op: Any, loop_indices: Any, dtype: Any = None, mask: Mask | None = None) -> Tile:
+    """`dst[...] = nl.loop_reduce(x, op=np.add, loop_indices=[k])`: the assignment combines x into dst with op
+    (an associative reduction over the loops named, so not a carried dependency; dst starts initialised)."""
+    from kernelrl.nki.isa import _np_of
+
+    fn = _np_of(op, "nl.loop_reduce")
+    out = _apply(lambda v: v, [x], "vector", "nl.loop_reduce", dtype if dtype is not None else x.dtype, mask)
+    out._reduce_with, out._acc = fn, True
+    return out
+
+
+@traced("nl.where")
+def where(condition: Tile, x: Any, y: Any, dtype: Any = None, mask: Mask | None = None) -> Tile:
+    """x where `condition` is nonzero, else y (tiles or scalars; Vector Engine)."""
+    return _apply(lambda c, a, b: np.where(c != 0, a, b), [condition, x, y], "vector", "nl.where",
+                  dtype if dtype is not None else _result_dtype(None, [x, y] if any(isinstance(v, Tile) for v in (x, y))
+                                                                 else [condition]), mask)
+
+
+class fp32:
+    """`nl.fp32`: limits of float32 (`nl.fp32.min` is the most negative finite value, as in the tutorials)."""
+
+    min = float(np.finfo(np.float32).min)
+    max = float(np.finfo(np.float32).max)
+    tiny = float(np.finfo(np.float32).tiny)
+    eps = float(np.finfo(np.float32).eps)
+
+
 @traced("nl.copy")
 def copy(x: Tile, dtype: Any = None, mask: Mask | None = None) -> Tile:
     """Copy a tile (e.g. PSUM -> SBUF) and optionally cast it (vector engine)."""
     return _apply(lambda v: v, [x], "vector", "nl.copy", dtype if dtype is not None else x.dtype, mask)
+
+
+copy._np = lambda v: v  # type: ignore[attr-defined]  # nisa.activation(op=nl.copy)
 
 
 # ---------------------------------------------------------------- reductions
@@ -481,17 +545,21 @@ def _reduce(
         what = f"nl.{name}"
         (tile,) = _tile_operands([x], what)
         axes = _axes(tile, axis, what)
-        data = operand_values(tile).astype(np.float64)
+        with covered_by(mask):
+            data = operand_values(tile).astype(np.float64)
         active = None
         if mask is not None:
-            active = np.broadcast_to(mask.values, tile.shape)
+            active = mask_active(mask, tile.shape)
             data = np.where(active, data, identity)
         out = np_fn(data, axis=axes, keepdims=keepdims)
         if name == "mean":
             count = (np.sum(active, axis=axes, keepdims=keepdims) if active is not None
                      else math.prod(tile.shape[a] for a in axes))
             out = np.sum(data, axis=axes, keepdims=keepdims) / np.maximum(count, 1)
-        result = Tile(out, _result_dtype(dtype, [tile]), SBUF)
+        out_dtype = _result_dtype(dtype, [tile])
+        if active is not None:  # an output no active element reached is not computed: poison
+            out = np.where(np.any(active, axis=axes, keepdims=keepdims), out, poison(out_dtype))
+        result = Tile(out, out_dtype, SBUF)
         current_run().cost.charge("vector", _cost.elementwise_us(math.prod(tile.shape[1:]), "vector"))
         return result
 
@@ -563,7 +631,7 @@ def transpose(x: Tile, dtype: Any = None, mask: Mask | None = None) -> Tile:
     """Swap partition and free dims of a 2-D tile (Tensor Engine transpose, then PSUM -> SBUF copy)."""
     data = _pe_transpose(x, "nl.transpose")
     if mask is not None:
-        data = np.where(np.broadcast_to(mask.values, data.shape), data, 0)
+        data = np.where(mask_active(mask, data.shape), data, poison(to_dtype(dtype) if dtype is not None else x.dtype))
     tile = Tile(data, to_dtype(dtype) if dtype is not None else x.dtype, SBUF)
     current_run().cost.charge("vector", _cost.elementwise_us(data.shape[1], "vector"))
     return tile

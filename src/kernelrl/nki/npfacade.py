@@ -79,6 +79,11 @@ def op(name: str) -> OpToken:
     return _OPS[name]
 
 
+def op_token(name: Any) -> OpToken | None:
+    """The facade's own token named `name`, if any (to recognise a token by identity)."""
+    return _OPS.get(name) if isinstance(name, str) else None
+
+
 class _Facade(ModuleType):
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):

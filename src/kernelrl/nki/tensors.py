@@ -11,7 +11,8 @@ from __future__ import annotations
 import itertools
 import math
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -125,6 +126,14 @@ def _mask_or(a: Mask, b: Any) -> Mask:
 
 def _mask_invert(a: Mask) -> Mask:
     return Mask(~a._v)
+
+
+def mask_active(mask: Mask, shape: tuple[int, ...]) -> np.ndarray:
+    """Which elements of an instruction's output of `shape` a `mask=` predicate lets it compute."""
+    try:
+        return np.broadcast_to(_mask_values(mask), shape)
+    except ValueError:
+        raise fail("err-shape-mismatch", f"a mask of shape {_mask_values(mask).shape} does not cover a tile of shape {shape}") from None
 
 
 def _mask_values(other: Any) -> np.ndarray:
@@ -343,8 +352,12 @@ class KernelRun:
     shared_no: int = 0
     loops: list[AffineLoop] = field(default_factory=list)
     stamp: int = 0
+    scratch: int = 0  # > 0 while a destination-passing instruction computes its result (not an allocation)
+    covering: Any = None  # the mask= of the instruction reading its operands (covers out-of-bounds lanes)
 
     def allocate(self, tile: Tile) -> None:
+        if self.scratch:
+            return
         per_partition = math.prod(tile.shape) // max(tile.shape[tile.pdim], 1) if tile.shape else 1
         if tile.buffer == SBUF:
             nbytes = per_partition * tile.dtype.itemsize
@@ -478,7 +491,24 @@ class HbmTensor(_HbmOperand):
 
 
 def _hbm_getitem(t: HbmTensor, key: Any) -> HbmView:
-    return HbmView(t, resolve(t.shape, key))
+    return HbmView(t, resolve(t.shape, _tile_indices(key)))
+
+
+def _tile_indices(key: Any) -> Any:
+    """Indirect DMA: a [P, 1] integer SBUF tile in an HBM access (`x[idx_tile, i_f]`) indexes with its values
+    (read as the tile holds them when the access is made)."""
+    parts = key if isinstance(key, tuple) else (key,)
+    if not any(isinstance(k, Tile) for k in parts):
+        return key
+    out = []
+    for k in parts:
+        if isinstance(k, Tile):
+            if k.dtype.is_float or k.ndim != 2 or k.shape[1] != 1:
+                raise fail("err-indirect-index", f"an index tile is an integer tile of shape [P, 1], got {k.dtype} "
+                           f"{k.shape}")
+            k = IndexExpr(operand_values(k).astype(np.int64))
+        out.append(k)
+    return tuple(out)
 
 
 def _hbm_reshape(t: HbmTensor, shape: Any) -> HbmTensor:
@@ -546,6 +576,10 @@ class Tile(_Opaque):
         self._stamps = np.zeros(self._data.shape, dtype=np.int64)
         self._h = next(_HANDLES)
         self._acc = False
+        self._open = np.zeros(self._data.shape, dtype=bool)  # elements whose last write was a matmul
+        self._origin: tuple[Tile, Access] | None = None  # a gathered copy: the tile and access it reads
+        self._oob: np.ndarray | None = None  # gathered lanes outside the source tile: an instruction's mask must cover them
+        self._reduce_with: Callable[..., np.ndarray] | None = None  # nl.loop_reduce: combine into the destination
         if allocate:
             current_run().allocate(self)
 
@@ -561,8 +595,10 @@ class Tile(_Opaque):
                 if k.stop is not None and int(k.stop) > dim:
                     raise fail("err-out-of-bound-access", f"slice stop {int(k.stop)} is out of bounds for a dimension of size {dim}")
         tile = cls.__new__(cls)
-        tile._data, tile._stamps = parent._data[key], parent._stamps[key]
+        tile._data, tile._stamps, tile._open = parent._data[key], parent._stamps[key], parent._open[key]
         tile.dtype, tile.buffer, tile._h, tile._acc = parent.dtype, parent.buffer, next(_HANDLES), False
+        tile._origin, tile._reduce_with = None, None
+        tile._oob = parent._oob[key] if parent._oob is not None else None
         kept = [i for i, k in enumerate(key) if not _is_int(k)]
         tile.pdim = kept.index(parent.pdim) if parent.pdim in kept else 0
         return tile
@@ -622,9 +658,33 @@ def _tile_getitem(tile: Tile, key: Any) -> Tile:
         current_run().check_read(view._stamps, ..., what)
         return view
     access = resolve(tile.shape, key)
-    check_bounds(tile.shape, access, what)
+    oob = _out_of_bounds(tile.shape, access)
+    if oob is not None:  # allowed while every instruction reading these lanes masks them out (NKI's rule)
+        access = Access(access.arrays, access.shape, ~oob)
     current_run().check_read(tile._stamps, _full_index(access), what)
-    return Tile(gather(tile._data, access), tile.dtype, tile.buffer, allocate=False)
+    out = Tile(gather(tile._data, access, poison(tile.dtype)), tile.dtype, tile.buffer, allocate=False)
+    out._open = gather(tile._open, access).astype(bool)
+    out._origin, out._oob = (tile, access), oob
+    return out
+
+
+def _out_of_bounds(shape: tuple[int, ...], access: Access) -> np.ndarray | None:
+    """The elements of an access that fall outside `shape`, or None when all are inside."""
+    bad = np.zeros(access.shape, dtype=bool)
+    for dim, arr in zip(shape, access.arrays, strict=True):
+        bad |= np.broadcast_to((arr < 0) | (arr >= dim), access.shape)
+    return bad if bad.any() else None
+
+
+@contextmanager
+def covered_by(mask: Mask | None) -> Iterator[None]:
+    """While an instruction with `mask=` reads its operands: out-of-bounds lanes it masks out are allowed."""
+    run = current_run()
+    previous, run.covering = run.covering, mask
+    try:
+        yield
+    finally:
+        run.covering = previous
 
 
 def _tile_setitem(tile: Tile, key: Any, value: Any) -> None:
@@ -634,10 +694,16 @@ def _tile_setitem(tile: Tile, key: Any, value: Any) -> None:
     try:
         np.broadcast_to(values, access.shape)
     except ValueError:
-        raise fail(
-            "err-shape-mismatch", f"cannot write a value of shape {np.shape(values)} into an access of shape {access.shape}"
-        ) from None
+        if not (values.ndim and access.shape and values.shape[0] == access.shape[0]
+                and values.size == math.prod(access.shape)):  # `t[:, 0:1] = x[:, 7]`: same elements per partition
+            raise fail("err-shape-mismatch",
+                       f"cannot write a value of shape {np.shape(values)} into an access of shape {access.shape}") from None
+        values = values.reshape(access.shape)
+    if isinstance(value, Tile) and value._reduce_with is not None:  # `dst[...] = nl.loop_reduce(x, op, ...)`
+        with np.errstate(all="ignore"):
+            values = value._reduce_with(gather(tile._data, access).astype(np.float64), values)
     scatter(tile._data, access, cast(values, tile.dtype))
+    scatter(tile._open, access, np.asarray(False))
     if not (isinstance(value, Tile) and value._acc):  # `t[i] += x` is an accumulation, not a carried write
         current_run().wrote(tile._stamps, _full_index(access))
 
@@ -669,16 +735,66 @@ def _tile_broadcast_to(tile: Tile, shape: Any) -> Tile:
     return Tile(data, tile.dtype, tile.buffer)
 
 
+def _check_covered(value: Tile, mask: Mask | None) -> None:
+    exposed = value._oob
+    if mask is not None:
+        try:
+            exposed = exposed & np.broadcast_to(_mask_values(mask), value.shape)  # lanes it computes
+        except ValueError:
+            pass
+    if exposed.any():
+        raise fail("err-out-of-bound-access", f"an operand of shape {value.shape} was indexed out of the bounds of its "
+                   "tile, and the instruction reading it has no mask= covering those lanes (mask the out-of-bounds "
+                   "indices, e.g. mask=(index < size))")
+
+
 def operand_values(value: Any) -> np.ndarray:
     """The numbers of a compute operand: a tile or a Python scalar (HBM operands are an error)."""
     if isinstance(value, Tile):
         if value.pdim:
             raise fail("err-block-dim", f"a tile of shape {value.shape} with block dimensions before its partition "
                        "dimension: index a block (buf[i]) before computing on it")
-        current_run().check_read(value._stamps, ..., f"{value.buffer.upper()} tile of shape {value.shape}")
+        run = current_run()
+        if value._oob is not None:
+            _check_covered(value, run.covering)
+        run.check_read(value._stamps, ..., f"{value.buffer.upper()} tile of shape {value.shape}")
+        value._open[...] = False  # reading a PSUM accumulation closes its group: the next matmul starts anew
         return value._data
     if isinstance(value, HbmTensor | HbmView):
         value._no_compute()
     if isinstance(value, int | float | np.number | bool):
         return np.asarray(value)
     raise fail("err-operand", f"unsupported operand of type {type(value).__name__}; expected a tile or a scalar")
+
+
+def _values_for(dst: Tile, value: Tile, what: str) -> np.ndarray:
+    values = operand_values(value)
+    if values.shape == dst.shape:
+        return values
+    if values.ndim and dst.ndim and values.shape[0] == dst.shape[0] and values.size == math.prod(dst.shape):
+        return values.reshape(dst.shape)
+    raise fail("err-shape-mismatch", f"{what}: a result of shape {values.shape} does not fit dst of shape {dst.shape} "
+               "(dst needs the same partition size and elements per partition)")
+
+
+def write_into(dst: Any, value: Tile, what: str, *, accumulate: bool | None = False, matmul: bool = False) -> None:
+    """Write `value` into the tile `dst` (a destination-passing instruction's result; adding where accumulating:
+    True everywhere, None where the last write was a matmul) and keep its bookkeeping."""
+    if not isinstance(dst, Tile):
+        raise fail("err-dst", f"{what}: dst must be an SBUF or PSUM tile (nl.ndarray(..., buffer=nl.sbuf)), got "
+                   f"{getattr(dst, 'buffer', type(dst).__name__)}")
+    if dst.pdim:
+        raise fail("err-block-dim", f"{what}: dst of shape {dst.shape} has block dimensions; index a block first")
+    values = _values_for(dst, value, what)
+    run = current_run()
+    add = np.zeros(dst.shape, bool) if accumulate is False else (
+        np.ones(dst.shape, bool) if accumulate is True else dst._open.copy())
+    with np.errstate(all="ignore"):
+        dst._data[...] = cast(np.where(add, dst._data + values, values), dst.dtype)
+    run.wrote(dst._stamps, ~add)  # accumulation is not a carried write (NKI's associative-reduction rule)
+    dst._open[...] = matmul
+    if dst._origin is not None:  # dst was gathered through index expressions: write through to its tile
+        parent, access = dst._origin
+        scatter(parent._data, access, dst._data)
+        scatter(parent._open, access, dst._open)
+        run.wrote(parent._stamps, _full_index(access))

@@ -18,14 +18,15 @@ ALLOWED_PRIVATE = {"__init__"}
 class NkiBackend(Backend):
     name = "nki"
     preload = ("numpy", "kernelrl.nki", "kernelrl.nki.interpret")
-    extra_imports = ("neuronxcc",)
+    extra_imports = ("neuronxcc", "nki")  # Beta 1 (neuronxcc.nki) and the standalone nki package
     denied_imports: ClassVar[dict[str, str]] = {"triton": "another backend"}
 
     def __init__(self) -> None:
         _register_static_check()
 
     def import_hint(self) -> str:
-        return "torch, math, numpy (dtype and ALU-op names), neuronxcc.nki (nki, nki.language, nki.isa, nki.typing)"
+        return ("torch, math, numpy (dtype and ALU-op names), neuronxcc.nki (nki, nki.language, nki.isa, nki.typing) "
+                "or the standalone nki package (nki, nki.language, nki.isa with dst=)")
 
     def has_device(self) -> bool:
         """A Neuron device and the real SDK; the interpreter is no device."""
@@ -37,8 +38,8 @@ class NkiBackend(Backend):
         return "not timed (NKI interpreter): an estimated engine cost is in the notes"
 
     def defines_kernel(self, tree: ast.Module) -> bool:
-        """Imports neuronxcc.nki and decorates a function with `nki.jit` (or `jit`)."""
-        if not imports_module(tree, "neuronxcc"):
+        """Imports neuronxcc.nki (or the nki package) and decorates a function with `nki.jit` (or `jit`)."""
+        if not (imports_module(tree, "neuronxcc") or imports_module(tree, "nki")):
             return False
         return any(isinstance(node, ast.FunctionDef) and decorated_jit(node) for node in ast.walk(tree))
 
