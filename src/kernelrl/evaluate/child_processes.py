@@ -6,6 +6,7 @@ exists in it. Their messages to the supervisor are signed with the job's key.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -14,13 +15,13 @@ import resource
 import signal
 import socket
 import sys
+import time
 import traceback
 from typing import Any
 
 from kernelrl.evaluate.backends import get_backend
 from kernelrl.evaluate.candidate_client import CandidateProcess
 from kernelrl.evaluate.candidate_server import serve_candidate
-from kernelrl.evaluate.config import EvalConfig
 from kernelrl.evaluate.confine import (
     cpus_for_slot,
     install_seccomp,
@@ -31,7 +32,7 @@ from kernelrl.evaluate.confine import (
 from kernelrl.evaluate.exchange import Channel
 from kernelrl.evaluate.job import EvalJob
 from kernelrl.evaluate.judge import Judge
-from kernelrl.evaluate.messages import write_message
+from kernelrl.evaluate.messages import MAX_MESSAGE_BYTES, write_message
 from kernelrl.evaluate.result import EvalResult
 from kernelrl.evaluate.sandbox import SANDBOX_ENV, drop_privileges, private_scratch
 from kernelrl.native.build import BuildBroker, cache_dir, set_build_broker
@@ -55,39 +56,51 @@ def _limit(kind: int, value: int) -> None:
         pass
 
 
-PROTOCOL_FDS: list[int] = []  # the supervisor's channel to the pool, closed in every child
+NO_SCRATCH_NOTE = "no private /tmp, /var/tmp and /dev/shm for this evaluation"
 
 
 def judge_main(
-    job: EvalJob, key: bytes, write_fd: int, build_fds: tuple[int, int], workdir: str, output_fd: int
+    job_fd: int, key: bytes, write_fd: int, build_fds: tuple[int, int], workdir: str, output_fd: int,
+    memory_limit_mb: int,
 ) -> None:
-    """Runs in the forked judge; never returns. It gives the evaluation scratch space of its own, forks the
-    candidate process (before it holds anything the verdict depends on), then judges it. `build_fds`: the
-    candidate's pipe ends to the build service (request, reply); `output_fd`: the supervisor's unlinked
-    file for the candidate's stdout/stderr."""
+    """Runs in the forked judge; never returns. Forked ahead of its job (while the worker is idle), it gives
+    the evaluation scratch space of its own (`memory_limit_mb`: its /tmp's size) and waits for the job on
+    `job_fd` (one JSON line from the supervisor; end of stream: the spare was discarded). It then forks the
+    candidate process at once (before it loads the task or holds anything the verdict depends on) and
+    judges it. `build_fds`: the candidate's pipe ends to the build service (request, reply); `output_fd`: the
+    supervisor's unlinked file for the candidate's stdout/stderr."""
     status = 0
     try:
         os.setpgid(0, 0)
-        for fd in PROTOCOL_FDS:
-            os.close(fd)
-        config = job.config
+        # Only this evaluation's channels: a judge forked while another evaluation ran inherited that one's
+        # ends too (and the worker's channel to the pool), which its candidate must never hold.
+        close_fds_except({0, 1, 2, job_fd, write_fd, *build_fds, output_fd})
         devnull = os.open(os.devnull, os.O_RDWR)
         for target in (0, 1, 2):  # the task's own prints go nowhere; the candidate's go to its output file
             os.dup2(devnull, target)
         os.close(devnull)
-        scratch_note = _private_scratch(workdir, config)
-        cpus = cpus_for_slot(int(os.environ.get("KERNELRL_WORKER_SLOT", "0")), config.num_threads)
-        judge_sock, candidate_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        scratch_note = _private_scratch(workdir, memory_limit_mb)
         make_subreaper()  # the candidate's orphans re-parent here, where its stop waits for them too
+        # The candidate process is forked now, before the job: it starts with nothing of the evaluation in
+        # its memory, and gets the job (what it needs to confine itself) from this judge over its socket.
+        judge_sock, candidate_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         pid = os.fork()
         if pid == 0:
             os.close(write_fd)
+            os.close(job_fd)
             judge_sock.close()
-            candidate_main(job, config, candidate_sock.fileno(), build_fds, workdir, output_fd, cpus)
+            candidate_main(candidate_sock.fileno(), build_fds, workdir, output_fd)
         candidate_sock.close()
         os.close(output_fd)
         for fd in build_fds:
             os.close(fd)
+        line = _read_line(job_fd)
+        os.close(job_fd)
+        if not line:
+            os._exit(0)  # a spare the supervisor discarded; its candidate sees the socket close and exits
+        job = EvalJob.from_dict(json.loads(line))
+        config = job.config
+        judge_sock.sendall(line + b"\n")
         make_undumpable()  # a same-uid candidate can neither trace the judge nor open its /proc files
         _limit(resource.RLIMIT_AS, config.memory_limit_mb * 2**20)
         _limit(resource.RLIMIT_CORE, 0)
@@ -117,15 +130,65 @@ def judge_main(
         os._exit(status)
 
 
-def candidate_main(
-    job: EvalJob, config: EvalConfig, sock_fd: int, build_fds: tuple[int, int], workdir: str,
-    output_fd: int, cpus: list[int],
-) -> None:
-    """Runs in the forked candidate process; never returns. Confines itself (output fd, rlimits, CPUs,
-    uid, seccomp) before any candidate code exists in it, then serves the judge's requests."""
+def close_fds_except(keep: set[int]) -> None:
+    """Close every open file descriptor of this process not in `keep`."""
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd not in keep:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+MAX_JOB_BYTES = MAX_MESSAGE_BYTES
+
+
+def _read_line(fd: int) -> bytes:
+    """One newline-terminated line from `fd` (without the newline); b"" at end of stream."""
+    chunks = bytearray()
+    while not chunks.endswith(b"\n"):
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return b""
+        chunks.extend(chunk)
+    return bytes(chunks[:-1])
+
+
+def _receive_line(sock_fd: int) -> bytes:
+    """The first line on socket `sock_fd`, consuming nothing after it (the judge's requests follow);
+    b"" at end of stream."""
+    sock = socket.socket(fileno=sock_fd)
+    size = 1 << 16
+    try:
+        while True:
+            peek = sock.recv(size, socket.MSG_PEEK)
+            if not peek:
+                return b""
+            end = peek.find(b"\n")
+            if end >= 0:
+                return sock.recv(end + 1, socket.MSG_WAITALL)[:-1]
+            if len(peek) >= MAX_JOB_BYTES:
+                raise ValueError(f"the job is larger than {MAX_JOB_BYTES} bytes")
+            if len(peek) == size:
+                size *= 4  # the line is longer than what was looked at
+            else:
+                time.sleep(0.0002)  # the rest of the line is on its way
+    finally:
+        sock.detach()
+
+
+def candidate_main(sock_fd: int, build_fds: tuple[int, int], workdir: str, output_fd: int) -> None:
+    """Runs in the forked candidate process; never returns. Waits for its job from the judge (end of stream:
+    the judge was a discarded spare), confines itself (output fd, rlimits, CPUs, uid, seccomp) before any
+    candidate code exists in it, then serves the judge's requests."""
     status = 0
     try:
         os.setpgid(0, 0)  # its own group: the judge's kill reaches everything it starts (setsid is denied)
+        line = _receive_line(sock_fd)
+        if not line:
+            os._exit(0)
+        job = EvalJob.from_dict(json.loads(line))
+        config = job.config
+        cpus = cpus_for_slot(int(os.environ.get("KERNELRL_WORKER_SLOT", "0")), config.num_threads)
         set_build_broker(BuildBroker(*build_fds))
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
@@ -167,7 +230,7 @@ def candidate_main(
             os._exit(status)
 
 
-def _private_scratch(workdir: str, config: EvalConfig) -> str:
+def _private_scratch(workdir: str, memory_limit_mb: int) -> str:
     """Fresh /tmp, /var/tmp and /dev/shm for this evaluation (`sandbox.private_scratch`), keeping what the
     evaluation reads from there (the build cache, import paths); a note where that was refused (the
     supervisor then deletes what the candidate's uid left, `sandbox.remove_leftovers`)."""
@@ -177,9 +240,9 @@ def _private_scratch(workdir: str, config: EvalConfig) -> str:
             os.path.dirname(os.path.dirname(kernelrl.__file__)),
             *(os.environ.get(name, "") for name in ("TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR", "CUDA_HOME"))]
     try:
-        private_scratch(workdir, config.memory_limit_mb, [os.path.abspath(p) for p in keep if p])
+        private_scratch(workdir, memory_limit_mb, [os.path.abspath(p) for p in keep if p])
     except (OSError, ValueError) as exc:
-        return (f"no private /tmp, /var/tmp and /dev/shm for this evaluation ({exc}): they are shared with "
+        return (f"{NO_SCRATCH_NOTE} ({exc}): they are shared with "
                 "the worker's other evaluations; what the candidate's uid left there is deleted afterwards "
                 "where it runs as a uid of its own")
     os.chdir("/")  # the worker's cwd (/tmp under bubblewrap) is no place to resolve anything

@@ -483,24 +483,35 @@ def _kill_exact(pid: int, start: int) -> bool:
         os.close(fd)
 
 
-def kill_descendants(root_pid: int | None = None, *, timeout: float = 5.0) -> int:
+def kill_descendants(root_pid: int | None = None, *, timeout: float = 5.0, wait: bool = True,
+                     spare: int | None = None) -> int:
     """SIGKILL every process whose parent chain leads to the caller (or `root_pid`), repeating until none
     is alive (processes re-parent as their parents die, to the caller if it is a subreaper, so call
     `make_subreaper` first or orphans escape to init). Returns how many processes were killed; gives up
-    after `timeout` seconds (a process stuck in the kernel). Zombies are left to `reap_zombies`."""
+    after `timeout` seconds (a process stuck in the kernel). Zombies are left to `reap_zombies`.
+
+    `wait=False`: stop once a pass finds no descendant that was not killed already, without waiting for
+    the killed ones to finish exiting. A process with SIGKILL pending runs no more user code and its forks
+    fail, so a child created by a fork that was already under way shows up in the next pass, and a pass
+    that finds nothing new leaves nothing that can act. `spare`: a child (a judge forked ahead of its job,
+    and the candidate process it forked, which waits for the job too) left alone with its descendants."""
     root = os.getpid() if root_pid is None else root_pid
     killed: set[tuple[int, int]] = set()
     deadline = time.monotonic() + timeout
     while True:
         live = _live_descendants(root)
-        if not live:
+        if spare is not None and spare in live:
+            for pid in (spare, *_live_descendants(spare)):
+                live.pop(pid, None)
+        new = {pid: start for pid, start in live.items() if (pid, start) not in killed}
+        if not live or (not wait and not new):
             break
-        for pid, start in live.items():
-            if (pid, start) not in killed and _kill_exact(pid, start):
+        for pid, start in new.items():
+            if _kill_exact(pid, start):
                 killed.add((pid, start))
         if time.monotonic() > deadline:
             break
-        time.sleep(0.001)  # killed processes take a moment to exit
+        time.sleep(0.001)  # killed processes take a moment to exit; an in-flight fork to finish
     return len(killed)
 
 

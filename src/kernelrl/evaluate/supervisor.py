@@ -14,6 +14,7 @@ with `--oneshot JOB.json` to evaluate a single job in a fresh process.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import hmac
 import json
@@ -26,13 +27,15 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kernelrl.evaluate.backends import get_backend
 from kernelrl.evaluate.builds import MAX_REQUEST_BYTES, BadRequest, BuildService, send_reply
-from kernelrl.evaluate.child_processes import PROTOCOL_FDS, describe_exit, judge_main, sign
+from kernelrl.evaluate.child_processes import NO_SCRATCH_NOTE, describe_exit, judge_main, sign
 from kernelrl.evaluate.config import COMPILE_TIMEOUT_S, EvalConfig
-from kernelrl.evaluate.confine import kill_descendants, reap_zombies
+from kernelrl.evaluate.confine import kill_descendants
 from kernelrl.evaluate.feedback import build_feedback
 from kernelrl.evaluate.job import EvalJob
 from kernelrl.evaluate.messages import MessageReader, ProtocolError, write_message
@@ -78,10 +81,70 @@ def _read_output(fd: int) -> tuple[str, int]:
     return head.decode("utf-8", errors="replace"), size
 
 
+@dataclass
+class _Judge:
+    """A forked judge and the supervisor's ends of its channels: `job_fd` (the job, one JSON line),
+    `verdicts` (signed stages and verdict), `requests`/`replies` (the candidate's build requests)."""
+
+    pid: int
+    key: bytes
+    job_fd: int
+    verdicts: int
+    requests: int
+    replies: int
+    output_fd: int
+    workdir: str
+    memory_limit_mb: int
+
+    def discard(self) -> None:
+        """Close a judge that never got its job (it exits at the end of its job channel) and kill it."""
+        for fd in (self.job_fd, self.verdicts, self.requests, self.replies, self.output_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        _kill_group(self.pid)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+@dataclass
+class _Watch:
+    """What the supervisor saw of one judge: when it started and announced its first stage."""
+
+    started: float
+    on_first_stage: Callable[[], None] | None = None
+    first_stage: float | None = None
+
+    def private_scratch(self, result: EvalResult) -> bool:
+        """Whether the judge reported its verdict with a private scratch in force (no note that it was refused)."""
+        return self.first_stage is not None and not any(n.startswith(NO_SCRATCH_NOTE) for n in result.notes)
+
+
+def _fork_judge(memory_limit_mb: int) -> _Judge:
+    """Fork a judge (`child_processes.judge_main`), which makes its private scratch and waits for its job."""
+    workdir = tempfile.mkdtemp(prefix="kernelrl-eval-")
+    output_fd = _output_file()
+    key = secrets.token_bytes(32)
+    read_fd, write_fd = os.pipe()
+    request_read, request_write = os.pipe()
+    reply_read, reply_write = os.pipe()
+    job_read, job_write = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        for fd in (read_fd, request_read, reply_write, job_write):
+            os.close(fd)
+        judge_main(job_read, key, write_fd, (request_write, reply_read), workdir, output_fd, memory_limit_mb)
+    for fd in (write_fd, request_write, reply_read, job_read):
+        os.close(fd)
+    os.set_blocking(reply_write, False)  # a child that stops reading must not block the supervisor
+    return _Judge(pid, key, job_write, read_fd, request_read, reply_write, output_fd, workdir, memory_limit_mb)
+
+
 class Supervisor:
     def __init__(self) -> None:
         self.jobs_run = 0
         self.builds = BuildService(build_uid())
+        self.spare: _Judge | None = None  # the next evaluation's judge, forked while idle
 
     def run_job(self, job: EvalJob) -> dict[str, Any]:
         """Evaluate one job. Unless the job brings a reference timing (the pool's cache, the service's
@@ -148,42 +211,63 @@ class Supervisor:
                 entry["compiled_reference_note"] = f"torch.compile baseline not timed ({compiled.status}): {reason[-1][:300] if reason else ''}"
         return entry
 
+    def prepare(self, config: EvalConfig) -> None:
+        """Fork the next evaluation's judge ahead of its job (while the current evaluation runs, or this
+        worker is idle): it sets up its private scratch and then waits for the job, holding nothing yet
+        (`judge_main`). A spare whose scratch does not fit the next job's config is discarded then."""
+        if self.spare is None:
+            self.spare = _fork_judge(config.memory_limit_mb)
+
+    def _take_judge(self, config: EvalConfig) -> _Judge:
+        """The spare judge when it fits `config`, else a freshly forked one."""
+        spare, self.spare = self.spare, None
+        if spare is not None and spare.memory_limit_mb == config.memory_limit_mb:
+            return spare
+        if spare is not None:
+            spare.discard()
+        return _fork_judge(config.memory_limit_mb)
+
     def _run_child(self, job: EvalJob, config: EvalConfig) -> EvalResult:
-        """Fork a disposable child for `job`, serve its builds, follow its stages; its result (never raises
-        for anything the child does)."""
-        workdir = tempfile.mkdtemp(prefix="kernelrl-eval-")
-        output_fd = _output_file()
-        key = secrets.token_bytes(32)
-        read_fd, write_fd = os.pipe()
-        request_read, request_write = os.pipe()
-        reply_read, reply_write = os.pipe()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            for fd in (read_fd, request_read, reply_write):
-                os.close(fd)
-            judge_main(job, key, write_fd, (request_write, reply_read), workdir, output_fd)
-        for fd in (write_fd, request_write, reply_read):
-            os.close(fd)
-        os.set_blocking(reply_write, False)  # a child that stops reading must not block the supervisor
+        """Hand `job` to a judge (forked ahead, or now), serve its builds, follow its stages; its result (never
+        raises for anything the child does). `costs["spawn"]` and `costs["teardown"]`: this process's
+        seconds before the judge's first stage and after its verdict."""
+        started = time.perf_counter()
+        _reap_exited()  # earlier evaluations' killed processes, left to exit while the pool read their results
+        judge = self._take_judge(config)
         try:
-            builds = MessageReader(request_read, MAX_REQUEST_BYTES)
-            result = self._watch(pid, MessageReader(read_fd), (builds, reply_write), job, config, key)
+            write_message(judge.job_fd, job.to_dict())
+        except OSError:  # the spare died (killed from outside): fork one for this job
+            judge.discard()
+            judge = _fork_judge(config.memory_limit_mb)
+            write_message(judge.job_fd, job.to_dict())
+        os.close(judge.job_fd)
+        # the next evaluation's judge is forked once this one runs (it holds nothing until its job comes)
+        watch = _Watch(started, on_first_stage=lambda: self.prepare(config))
+        try:
+            builds = MessageReader(judge.requests, MAX_REQUEST_BYTES)
+            result = self._watch(judge.pid, MessageReader(judge.verdicts), (builds, judge.replies), job, config,
+                                 judge.key, watch)
         finally:
-            for fd in (read_fd, request_read, reply_write):
+            verdict_at = time.perf_counter()
+            for fd in (judge.verdicts, judge.requests, judge.replies):
                 os.close(fd)
-            _kill_group(pid)
-            kill_descendants()  # the candidate's group, and anything that left it, re-parented here
-            reap_zombies()  # they re-parented to this subreaper: unreaped, they would count against the uid's NPROC
-            output, size = _read_output(output_fd)
-            os.close(output_fd)
-            shutil.rmtree(workdir, ignore_errors=True)  # symlink-safe (fd-relative); empty with a private /tmp
-            notes = remove_leftovers(eval_uid())
+            _kill_group(judge.pid)
+            # The candidate's group and anything that left it (re-parented here): killed, not waited for. A
+            # killed process runs no more user code; it is reaped before the next evaluation starts.
+            kill_descendants(wait=False, spare=self.spare.pid if self.spare is not None else None)
+            output, size = _read_output(judge.output_fd)
+            os.close(judge.output_fd)
+            shutil.rmtree(judge.workdir, ignore_errors=True)  # symlink-safe (fd-relative); empty with a private /tmp
+        # Without a private scratch (refused, or the judge never reported), the candidate's uid may have
+        # left files in the shared scratch directories: deleted here.
+        notes = remove_leftovers(eval_uid()) if not watch.private_scratch(result) else []
         result.output_tail = output
         result.notes.extend(notes)
         if size > config.output_limit_mb * 2**20 * 0.99:
             result.notes.append(f"the candidate printed {size / 2**20:.1f} MiB, at the output limit")
+        if watch.first_stage is not None:
+            result.costs["spawn"] = watch.first_stage - started
+        result.costs["teardown"] = time.perf_counter() - verdict_at
         return result
 
     def _watch(
@@ -194,6 +278,7 @@ class Supervisor:
         job: EvalJob,
         config: EvalConfig,
         key: bytes,
+        watch: _Watch | None = None,
     ) -> EvalResult:
         """Follow the child's signed stage announcements (in order, each limited by the evaluator's own
         configured timeout) until its one verdict; anything else it sends is a forgery. Meanwhile serve
@@ -247,6 +332,10 @@ class Supervisor:
                     break
                 stage, stage_started = name, time.monotonic()
                 deadline = stage_started + _stage_timeout(config, stage)
+                if watch is not None and watch.first_stage is None:
+                    watch.first_stage = time.perf_counter()
+                    if watch.on_first_stage is not None:
+                        watch.on_first_stage()
             elif event == "result":
                 try:
                     result = EvalResult.from_dict(message["result"])
@@ -314,6 +403,17 @@ def _failed_result(job: EvalJob, stage: str, duration: float, status: Status, me
     )
 
 
+def _reap_exited() -> None:
+    """Collect every child that has exited (killed judges and the orphans this subreaper inherited); a
+    spare judge still waiting for its job is alive and stays."""
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                return
+        except ChildProcessError:
+            return
+
+
 def _kill_group(pid: int) -> None:
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -357,7 +457,6 @@ def main() -> None:
     trust_import_path()
     # Keep the protocol channel away from fds 0-2, which the children take over.
     in_fd, out_fd = os.dup(0), os.dup(1)
-    PROTOCOL_FDS.extend([in_fd, out_fd])
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     if args.oneshot:
