@@ -60,7 +60,7 @@ def test_shipped_solution_in_a_fence_passes_and_garbage_scores_zero(family: Suit
     submitted = cache.submitted
     assert family.candidate(item, "I am not sure how to do this.") is None
     bad = cache.submit(item, "I am not sure how to do this.").result()
-    assert not bad.correct and get_reward("binary")(bad) == 0 and get_reward("speedup")(bad) == 0
+    assert bad is None  # no code: no verdict, the one value bench's turns use too (reward 0)
     assert cache.submitted == submitted  # an answer without code never reaches the gym
     assert "could not find any code" in family.feedback_text(bad)
 

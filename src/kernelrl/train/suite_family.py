@@ -23,7 +23,7 @@ from kernelrl.tasks import load_solutions, load_tasks, resize, suite_path
 from kernelrl.tasks.task import Task
 from kernelrl.train.config import TaskConfig
 from kernelrl.train.model import encode_answer
-from kernelrl.train.task_family import NO_CODE, Pairs
+from kernelrl.train.task_family import Pairs
 
 
 def load_suite(spec: str, backend: str = "cpu") -> list[Task]:
@@ -109,7 +109,7 @@ class SuiteFamily:
 
     def feedback_text(self, result: EvalResult | None, count: TokenCounter = approx_tokens) -> str:
         """The agent's feedback on the gym's verdict (its own ``feedback`` text), within the token budget."""
-        return self.protocol.feedback(None if result is None or NO_CODE in result.notes else result, count)
+        return self.protocol.feedback(result, count)
 
     def next_turn_ids(self, tok: Any, result: EvalResult | None, response_ids: list[int]) -> list[int]:
         text = self.feedback_text(result, count=lambda s: len(tok.encode(s, add_special_tokens=False)))

@@ -25,7 +25,6 @@ from kernelrl.train.config import TaskConfig
 from kernelrl.train.model import encode_answer, encode_prompt
 
 Pairs = list[tuple[list[int], list[int]]]
-NO_CODE = "no_code"
 
 
 @runtime_checkable
@@ -67,11 +66,6 @@ class TaskFamily(Protocol):
         ...
 
 
-def no_code_result(task: Task, backend: str) -> EvalResult:
-    """The verdict of an answer without code (never sent to the gym): a compile error, reward 0."""
-    return EvalResult(Status.COMPILE_ERROR, task.id, backend, error="no code found in the answer", notes=[NO_CODE])
-
-
 @dataclass
 class TinyProtocol(EpisodeProtocol):
     """The tiny model's episode protocol: chain prompts, C loop-body answers, one-line verdicts and
@@ -94,8 +88,9 @@ class TinyProtocol(EpisodeProtocol):
 
     def feedback(self, result: Verdict, count: TokenCounter | None = None) -> str:
         """The gym's status only; a correct turn (refined further when episodes run to the turn limit)
-        also gets its speedup, rounded to 0.1."""
-        status = str(result.status) if result is not None else "no_answer"
+        also gets its speedup, rounded to 0.1. An answer without code reads as a compile error (what the
+        tiny model was always told for it)."""
+        status = str(result.status) if result is not None else str(Status.COMPILE_ERROR)
         if result is not None and result.correct and result.speedup:
             return f"\nresult: {status} {result.speedup:.1f}x\nfaster:"
         return f"\nresult: {status}\nfix:"
