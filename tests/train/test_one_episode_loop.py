@@ -111,7 +111,7 @@ def test_no_code_is_none_end_to_end(pool: EvalPool) -> None:
     before = cache.submitted
     assert cache.submit(item, "I cannot write this kernel.").result() is None  # the trainer's submission: not sent
     assert cache.submitted == before
-    assert "could not find any code" in suite.feedback_text(None)
+    assert "could not find any code" in suite.protocol.feedback(None)
     assert TinyProtocol().feedback(None) == "\nresult: compile_error\nfix:"  # what the tiny model was always told
     traj = run_episode(suite.task(item), ScriptedPolicy(["I cannot write this kernel."]), pool, EpisodeConfig())
     turn = traj.turns[0]  # bench: the same None

@@ -218,7 +218,7 @@ class EngineDriver:
         if len(self.wait_s) <= turn:
             self.wait_s.append(0.0)
         s = e.sample
-        ctx = s.prompt_ids + s.response_ids + self.family.next_turn_ids(self.tok, s.result, s.response_ids)
+        ctx = s.prompt_ids + s.response_ids + self.protocol.feedback_ids(self.tok, s.result, s.response_ids)
         if len(ctx) >= self.engine.max_context:
             return False
         seed = zlib.crc32(f"{self.seed}:{s.request_id}:{turn}".encode())

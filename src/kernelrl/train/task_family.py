@@ -57,13 +57,6 @@ class TaskFamily(Protocol):
         """(prompt ids, answer ids) warm-up pairs for `items` (empty when the family has none)."""
         ...
 
-    def feedback_text(self, result: EvalResult | None) -> str:
-        """The next user turn of a multi-turn episode, from the gym's verdict."""
-        ...
-
-    def next_turn_ids(self, tok: Any, result: EvalResult | None, response_ids: list[int]) -> list[int]:
-        """Tokens appended after a response to open the next turn (feedback, then the answer cue)."""
-        ...
 
 
 @dataclass
@@ -176,13 +169,6 @@ class TinyFamily:
                     text = self._tool_answer(text, "compile", "ok")
                 pairs.append((self.prompt_ids(tok, c), encode_answer(tok, text)))
         return pairs
-
-    def feedback_text(self, result: EvalResult | None) -> str:
-        """The protocol's short verdict (`TinyProtocol.feedback`)."""
-        return self.protocol.feedback(result)
-
-    def next_turn_ids(self, tok: Any, result: EvalResult | None, response_ids: list[int]) -> list[int]:
-        return self.protocol.next_turn_ids(tok, self.feedback_text(result), response_ids)
 
 
 def make_family(cfg: TaskConfig, seed: int) -> TaskFamily:
