@@ -7,7 +7,7 @@ None) -> wait for the verdict -> stop (`EpisodeRules.stop_reason`) or open the n
 
 `run_episodes` runs that loop over a batch of episodes; a `TurnDriver` says how its steps are done:
 `agent.episode.PolicyDriver` at the message level (bench's `run_episode`: a `Policy`, OpenAI-style tool
-calls, one episode per thread) and `train.rollout.EngineDriver` at the token level (the trainer, RFT,
+calls, one episode per thread) and `train.engine_episodes.EngineDriver` at the token level (the trainer, RFT,
 held-out evaluation: the generation engine, plain-text tool calls, many episodes per engine batch, each
 segment submitted to the gym as soon as it lands while the others still decode). The verl / TRL bridges
 judge one generated answer with `judge_answer`, the loop's submission step.
@@ -23,9 +23,6 @@ from kernelrl.agent.episode_protocol import EpisodeProtocol, Verdict
 
 E = TypeVar("E")
 R = TypeVar("R")
-
-STOP_REASONS = ("max_turns", "target_reached", "solved", "context_full", "policy_error")
-
 
 @dataclass(frozen=True)
 class EpisodeRules:
@@ -84,7 +81,8 @@ class TurnDriver(Protocol[E]):
         ...
 
     def stop(self, episode: E, reason: str) -> None:
-        """End the episode with `reason` (one of `STOP_REASONS`)."""
+        """End the episode with `reason`: max_turns, target_reached, solved, context_full (or the driver's
+        policy_error)."""
         ...
 
 
