@@ -26,7 +26,10 @@ R = TypeVar("R")
 
 @dataclass(frozen=True)
 class EpisodeRules:
-    """When an episode goes on: turns, tool calls per turn, and the early stops."""
+    """When an episode goes on: turns, tool calls per turn, and the early stops. The loop reads the turns
+    and the stops; `tools` and `max_tool_calls` are what its drivers are built with (a driver's
+    `run_tools` applies the limit: bench answers a call past it with an error and asks once more without
+    tools, the trainer judges the turn as it stands)."""
 
     max_turns: int = 1
     tools: bool = False
