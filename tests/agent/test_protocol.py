@@ -26,7 +26,7 @@ def test_bench_and_trainer_read_an_episode_the_same_way(pool: EvalPool) -> None:
     assert family.messages(task.id) == turn.messages[:2]  # the opening prompt
     candidate = family.candidate(task.id, response)
     assert candidate is not None and candidate.source == turn.code
-    assert family.feedback_text(turn.result) == turn.feedback
+    assert family.protocol.feedback(turn.result) == turn.feedback
     assert "takes 4 arguments" in turn.feedback
 
 
@@ -53,4 +53,4 @@ def test_tiny_family_speaks_through_its_protocol() -> None:
     candidate = family.candidate(("relu", "neg"), turn)
     assert candidate is not None and "v = v * 2.0f;" in candidate.source and "v = -v;" not in candidate.source
     result = EvalResult.from_dict({"status": "incorrect", "task_id": "t", "backend": "cpu"})
-    assert family.feedback_text(result) == p.feedback(result) == "\nresult: incorrect\nfix:"
+    assert p.feedback(result) == "\nresult: incorrect\nfix:"

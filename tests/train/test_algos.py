@@ -91,13 +91,13 @@ def test_multi_turn_feedback(smoke_cfg: TrainConfig, setup: tuple) -> None:
 def test_eval_overlaps_generation(smoke_cfg: TrainConfig, setup: tuple) -> None:
     tr = trainer_for(smoke_cfg, setup, group_size=2, prompts_per_step=2)
     seen: list[bool] = []
-    submit = tr.rollout.wrapped.on_finish
+    submit = tr.rollout.driver.submit  # the rollout's explicit gym-submission step
 
-    def spy(res):  # record whether others were still generating when this sample went to the gym
+    def spy(episode):  # record whether others were still generating when this sample went to the gym
         seen.append(tr.engine.has_unfinished())
-        submit(res)
+        submit(episode)
 
-    tr.rollout.wrapped.on_finish = spy
+    tr.rollout.driver.submit = spy
     samples = tr.rollout.collect()
     assert len(seen) == len(samples) == 4
     assert all(s.result is not None for s in samples)

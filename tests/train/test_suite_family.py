@@ -60,9 +60,9 @@ def test_shipped_solution_in_a_fence_passes_and_garbage_scores_zero(family: Suit
     submitted = cache.submitted
     assert family.candidate(item, "I am not sure how to do this.") is None
     bad = cache.submit(item, "I am not sure how to do this.").result()
-    assert not bad.correct and get_reward("binary")(bad) == 0 and get_reward("speedup")(bad) == 0
+    assert bad is None  # no code: no verdict, the one value bench's turns use too (reward 0)
     assert cache.submitted == submitted  # an answer without code never reaches the gym
-    assert "could not find any code" in family.feedback_text(bad)
+    assert "could not find any code" in family.protocol.feedback(bad)
 
 
 def test_feedback_carries_the_gyms_text(family: SuiteFamily, tok, pool: EvalPool) -> None:
@@ -70,9 +70,9 @@ def test_feedback_carries_the_gyms_text(family: SuiteFamily, tok, pool: EvalPool
     wrong = solution_path(item).read_text().replace("v > 0.0f ? v : 0.0f", "v > 0.0f ? v : 1.0f")
     result = EvalCache(pool, family).submit(item, answer_text(wrong)).result()
     assert not result.correct and result.feedback
-    text = family.feedback_text(result)
+    text = family.protocol.feedback(result)
     assert result.feedback.strip() in text and "Fix the problem" in text
-    ids = family.next_turn_ids(tok, result, [1, 2, tok.eos_token_id])
+    ids = family.protocol.feedback_ids(tok, result, [1, 2, tok.eos_token_id])
     turn = tok.decode(ids)
     assert turn.startswith("\n<|user|>\n") and turn.endswith("<|assistant|>\n")
     assert result.feedback.strip().splitlines()[0] in turn
@@ -84,7 +84,7 @@ def test_chat_template_prompt_and_turn(family: SuiteFamily) -> None:
                          "{% if add_generation_prompt %}[assistant]{% endif %}")
     prompt = tok.decode(family.prompt_ids(tok, IDS[0]))
     assert prompt.startswith("[system]") and prompt.endswith("[assistant]")
-    ids = family.next_turn_ids(tok, None, [5, tok.eos_token_id])
+    ids = family.protocol.feedback_ids(tok, None, [5, tok.eos_token_id])
     assert ids[0] != tok.eos_token_id  # the response's own end-of-turn token is not repeated
     assert tok.decode(ids).startswith("[user]I could not find any code")
 

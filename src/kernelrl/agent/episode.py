@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from kernelrl.agent.episode_protocol import AgentProtocol, EpisodeProtocol
+from kernelrl.agent.episode_loop import EpisodeRules, judge_answer, run_episodes
+from kernelrl.agent.episode_protocol import AgentProtocol, EpisodeProtocol, Verdict
 from kernelrl.agent.feedback import TokenCounter, approx_tokens
-from kernelrl.agent.policies.base import Policy, PolicyError, RequestContext
+from kernelrl.agent.policies.base import Completion, Policy, PolicyError, RequestContext
 from kernelrl.agent.prompts import PromptConfig
 from kernelrl.agent.records import Trajectory, Turn, Usage
 from kernelrl.agent.tools import TOOL_SCHEMAS, ToolExecutor
@@ -73,6 +75,119 @@ def _conversation(opening: list[dict[str, Any]], turns: list[Turn], history: str
     return [*turns[-1].messages, protocol.next_message(turns[-1].feedback)]
 
 
+@dataclass
+class PolicyEpisode:
+    """One bench episode's state inside the loop: its trajectory and the turn being written."""
+
+    trajectory: Trajectory
+    opening: list[dict[str, Any]]
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    context: RequestContext = field(default_factory=RequestContext)
+    usage: Usage = field(default_factory=Usage)
+    offer: list[dict[str, Any]] | None = None
+    completion: Completion | None = None
+    tool_calls: int = 0
+    code: str | None = None
+    result: EvalResult | None = None
+    sent: bool = False
+
+
+class PolicyDriver:
+    """The episode loop's steps at the message level: a `Policy` answers, OpenAI-style tool calls are
+    answered by `ToolExecutor`, the answer is judged by the pool (`agent.episode_loop`)."""
+
+    def __init__(self, task: Task, policy: Policy, pool: EvalPool, config: EpisodeConfig,
+                 protocol: EpisodeProtocol, eval_config: EvalConfig | None, reward_fn: RewardFn,
+                 count_tokens: TokenCounter) -> None:
+        self.task, self.policy, self.pool, self.config = task, policy, pool, config
+        self.protocol, self.eval_config, self.reward_fn = protocol, eval_config, reward_fn
+        self.backend = config.prompt.backend
+        self.executor = (ToolExecutor(pool, task, self.backend, eval_config, config.feedback_tokens, count_tokens)
+                         if config.tools else None)
+
+    def rules(self) -> EpisodeRules:
+        return EpisodeRules(max_turns=self.config.max_turns, tools=self.config.tools,
+                            max_tool_calls=self.config.max_tool_calls, target_speedup=self.config.target_speedup)
+
+    def open(self, sample: int) -> PolicyEpisode:
+        """A new episode, its first turn opened."""
+        trajectory = Trajectory(task_id=self.task.id, backend=self.backend, sample=sample, level=self.task.level,
+                                policy=getattr(self.policy, "name", type(self.policy).__name__))
+        episode = PolicyEpisode(trajectory, self.protocol.opening(self.task))  # type: ignore[attr-defined]
+        self.next_turn(episode, 0)
+        return episode
+
+    def next_turn(self, e: PolicyEpisode, turn: int) -> bool:
+        c = self.config
+        e.messages = _conversation(e.opening, e.trajectory.turns, c.history, self.protocol)
+        sample = e.trajectory.sample
+        e.context = RequestContext(task_id=self.task.id, sample=sample, turn=turn, seed=c.seed + 1000 * sample + turn)
+        e.usage, e.tool_calls, e.offer = Usage(), 0, TOOL_SCHEMAS if self.executor else None
+        e.completion, e.code, e.result, e.sent = None, None, None, False
+        return True
+
+    def generate(self, episodes: list[PolicyEpisode]) -> Iterator[PolicyEpisode]:
+        for e in episodes:
+            try:
+                completion = self.policy.complete(e.messages, e.offer, e.context)
+            except PolicyError as exc:
+                e.trajectory.stop_reason, e.trajectory.error = "policy_error", str(exc)
+                continue
+            e.completion = completion
+            e.usage.add(completion.usage)
+            e.messages = [*e.messages, completion.message()]
+            if completion.tool_calls and not self.calls_tool(e):  # unanswerable calls would make the history invalid
+                e.messages[-1] = {"role": "assistant", "content": completion.text}
+            yield e
+
+    def calls_tool(self, e: PolicyEpisode) -> bool:
+        return self.executor is not None and e.offer is not None and bool(e.completion and e.completion.tool_calls)
+
+    def run_tools(self, e: PolicyEpisode) -> bool:
+        """Answer every call; past `max_tool_calls` a call gets an error and the next request offers no tools,
+        asking for the final answer."""
+        assert self.executor is not None and e.completion is not None
+        for call in e.completion.tool_calls:
+            if e.tool_calls >= self.config.max_tool_calls:
+                answer = json.dumps({"error": "tool call limit reached: reply with the final module"})
+            else:
+                e.tool_calls += 1
+                try:
+                    answer, _ = self.executor.run(call.name, call.parsed_arguments())
+                except ValueError as exc:
+                    answer = json.dumps({"error": f"bad arguments: {exc}"})
+            e.messages.append({"role": "tool", "tool_call_id": call.id, "content": answer})
+        if e.tool_calls >= self.config.max_tool_calls:
+            e.offer = None
+        return True
+
+    def submitted(self, e: PolicyEpisode) -> bool:
+        return e.sent
+
+    def submit(self, e: PolicyEpisode) -> None:
+        assert e.completion is not None
+
+        def send(code: str) -> EvalResult:
+            e.code = code
+            return self.pool.evaluate(self.task, Candidate(code, self.backend), self.eval_config)
+
+        e.sent, e.result = True, judge_answer(self.protocol, e.completion.text, send)
+
+    def verdict(self, e: PolicyEpisode) -> Verdict:
+        assert e.completion is not None
+        turn = Turn(index=len(e.trajectory.turns), messages=e.messages, response=e.completion.text, code=e.code,
+                    result=e.result, reward=self.reward_fn(e.result), usage=e.usage, tool_calls=e.tool_calls)
+        turn.feedback = self.protocol.feedback(e.result)
+        e.trajectory.turns.append(turn)
+        return e.result
+
+    def stop_reason(self, e: PolicyEpisode) -> str:
+        return e.trajectory.stop_reason
+
+    def stop(self, e: PolicyEpisode, reason: str) -> None:
+        e.trajectory.stop_reason = reason
+
+
 def run_episode(
     task: Task,
     policy: Policy,
@@ -84,7 +199,8 @@ def run_episode(
     count_tokens: TokenCounter = approx_tokens,
     protocol: AgentProtocol | None = None,
 ) -> Trajectory:
-    """Run up to `max_turns` answer-evaluate-feedback rounds for `task`; never raises for model failures.
+    """Run up to `max_turns` answer-evaluate-feedback rounds for `task` through the episode loop
+    (`agent.episode_loop.run_episodes`, the trainer's loop too); never raises for model failures.
 
     `count_tokens` measures the feedback budget (pass the policy's tokenizer for exact counts).
     `protocol`: the episode protocol (opening prompt, extraction, feedback, next turn); default
@@ -92,53 +208,9 @@ def run_episode(
     """
     config = config or EpisodeConfig()
     protocol = protocol or episode_protocol(config, count_tokens)
-    backend = config.prompt.backend
-    trajectory = Trajectory(task_id=task.id, backend=backend, sample=sample, level=task.level,
-                            policy=getattr(policy, "name", type(policy).__name__))
-    opening = protocol.opening(task)
-    executor = ToolExecutor(pool, task, backend, eval_config, config.feedback_tokens, count_tokens) if config.tools else None
-    for index in range(config.max_turns):
-        messages = _conversation(opening, trajectory.turns, config.history, protocol)
-        context = RequestContext(task_id=task.id, sample=sample, turn=index, seed=config.seed + 1000 * sample + index)
-        usage, tool_calls = Usage(), 0
-        offer = TOOL_SCHEMAS if executor else None
-        try:
-            while True:
-                completion = policy.complete(messages, offer, context)
-                usage.add(completion.usage)
-                messages = [*messages, completion.message()]
-                if executor is None or offer is None or not completion.tool_calls:
-                    if completion.tool_calls:  # unanswerable calls would make the history invalid
-                        messages[-1] = {"role": "assistant", "content": completion.text}
-                    break
-                for call in completion.tool_calls:
-                    if tool_calls >= config.max_tool_calls:
-                        answer = json.dumps({"error": "tool call limit reached: reply with the final module"})
-                    else:
-                        tool_calls += 1
-                        try:
-                            answer, _ = executor.run(call.name, call.parsed_arguments())
-                        except ValueError as exc:
-                            answer = json.dumps({"error": f"bad arguments: {exc}"})
-                    messages.append({"role": "tool", "tool_call_id": call.id, "content": answer})
-                if tool_calls >= config.max_tool_calls:
-                    offer = None  # one last request without tools asks for the final answer
-        except PolicyError as exc:
-            trajectory.stop_reason, trajectory.error = "policy_error", str(exc)
-            break
-        response = completion.text
-        code = protocol.extract(response)
-        result = None
-        if code is not None:
-            result = pool.evaluate(task, Candidate(code, backend), eval_config)
-        turn = Turn(index=index, messages=messages, response=response, code=code, result=result,
-                    reward=reward_fn(result), usage=usage, tool_calls=tool_calls)
-        turn.feedback = protocol.feedback(result)
-        trajectory.turns.append(turn)
-        if config.target_speedup is not None and (turn.speedup or 0.0) >= config.target_speedup:
-            trajectory.stop_reason = "target_reached"
-            break
-    else:
-        trajectory.stop_reason = "max_turns"
+    driver = PolicyDriver(task, policy, pool, config, protocol, eval_config, reward_fn, count_tokens)
+    episode = driver.open(sample)
+    run_episodes(driver, [episode], driver.rules())
+    trajectory = episode.trajectory
     trajectory.meta["episode"] = config.to_dict()
     return trajectory

@@ -112,6 +112,12 @@ class EpisodeProtocol:
         """Tokens appended after a response to open the next turn (token-level policies)."""
         return list(tok.encode(feedback, add_special_tokens=False))
 
+    def feedback_ids(self, tok: Any, result: Verdict, response_ids: list[int]) -> list[int]:
+        """The tokens that open the next turn after a verdict (token-level policies): its `feedback`, the
+        budget counted in `tok`'s tokens, as `next_turn_ids`."""
+        text = self.feedback(result, lambda s: len(tok.encode(s, add_special_tokens=False)))
+        return self.next_turn_ids(tok, text, response_ids)
+
 
 @dataclass
 class AgentProtocol(EpisodeProtocol):

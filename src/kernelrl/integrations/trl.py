@@ -15,6 +15,7 @@ import concurrent.futures as cf
 from collections.abc import Callable
 from typing import Any
 
+from kernelrl.agent.episode_loop import judge_answer
 from kernelrl.agent.episode_protocol import AgentProtocol
 from kernelrl.integrations.scoring import default_client, reward_from_result, reward_settings, task_spec
 from kernelrl.rewards.kernel import DEFAULT_REWARD
@@ -50,10 +51,10 @@ def make_reward_func(
             raise KeyError(f"the dataset needs a {task_column!r} (or 'task') column naming each row's task")
         scores = [0.0] * len(completions)
         jobs = []
-        for i, completion in enumerate(completions):
-            code = PROTOCOL.extract(completion_text(completion))
-            if code is not None:
-                jobs.append((i, task_spec(column[i]), code))
+        for i, completion in enumerate(completions):  # the episode loop's submission step; no code: reward 0
+            job = judge_answer(PROTOCOL, completion_text(completion), lambda code, i=i: (i, task_spec(column[i]), code))
+            if job is not None:
+                jobs.append(job)
         options: dict[str, Any] = {"backend": backend, **({"config": config} if config else {})}
         if jobs:
             with cf.ThreadPoolExecutor(max_workers=min(len(jobs), service.max_concurrency)) as threads:

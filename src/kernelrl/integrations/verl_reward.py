@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 from typing import Any
 
+from kernelrl.agent.episode_loop import judge_answer
 from kernelrl.agent.episode_protocol import AgentProtocol
 from kernelrl.integrations.scoring import default_client, reward_from_result, reward_settings, task_spec
 
@@ -12,14 +13,13 @@ PROTOCOL = AgentProtocol()  # the episode protocol bench and the trainer share (
 
 
 def _job(solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None) -> tuple[Any, str, dict[str, Any]] | None:
-    code = PROTOCOL.extract(solution_str)
-    if code is None:
-        return None
+    """The service job of one answer, through the episode loop's submission step (`judge_answer`); None:
+    the answer holds no code, nothing is sent (reward 0)."""
     extra = extra_info or {}
     options: dict[str, Any] = {"backend": extra.get("backend", "cpu"), "priority": int(extra.get("priority", 0))}
     if isinstance(extra.get("eval_config"), dict):
         options["config"] = extra["eval_config"]
-    return task_spec(ground_truth, extra), code, options
+    return judge_answer(PROTOCOL, solution_str, lambda code: (task_spec(ground_truth, extra), code, options))
 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None = None,

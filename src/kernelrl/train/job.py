@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from kernelrl.evaluate import EvalConfig, EvalPool
+from kernelrl.evaluate import EvalConfig, EvalPool, EvalResult
 from kernelrl.evaluate.costs import summarise_costs
 from kernelrl.generation import Engine
 from kernelrl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
@@ -23,7 +23,7 @@ from kernelrl.train.config import TrainConfig
 from kernelrl.train.logs import MetricsLogger, Progress
 from kernelrl.train.model import build_model, encode_answer
 from kernelrl.train.report import write_report
-from kernelrl.train.rollout import EvalCache, generate_answers
+from kernelrl.train.rollout import EvalCache, judge_answers
 from kernelrl.train.sft import sft_train
 from kernelrl.train.task_family import TaskFamily, TinyFamily, make_family
 from kernelrl.train.trainer import RLTrainer
@@ -66,9 +66,9 @@ def sft_pairs(tok: Any, chains: list[tuple[str, ...]], seed: int, per_chain: int
     return TinyFamily([], []).sft_pairs(tok, list(chains), seed, per_item=per_chain)
 
 
-def _score(results: list[Any]) -> dict[str, float]:
+def _score(results: list[EvalResult | None]) -> dict[str, float]:
     n = max(1, len(results))
-    ok = [r for r in results if r.correct]
+    ok = [r for r in results if r is not None and r.correct]
     sp = [r.speedup for r in ok if r.speedup]
     return {"pass_rate": len(ok) / n, "fast_1": sum(1 for s in sp if s > 1.0) / n,
             "mean_speedup": sum(sp) / len(sp) if sp else 0.0, "n": float(len(results))}
@@ -83,12 +83,11 @@ def heldout_eval(engine: Engine, tok: Any, cache: EvalCache, items: list[Hashabl
     for prefix, n in (("", 1), ("sampled_", cfg.eval.heldout_samples)):
         if prefix and n == 1:
             continue
-        answers = generate_answers(engine, tok, items, samples=n, max_new_tokens=cfg.rl.max_new_tokens,
-                                   seed=cfg.seed + 17, family=cache.family)
-        futs = [cache.submit(c, a) for c, per in zip(items, answers, strict=True) for a in per]
-        out.update({prefix + k: v for k, v in _score([f.result() for f in futs]).items()})
+        judged = judge_answers(engine, tok, cache, items, samples=n, max_new_tokens=cfg.rl.max_new_tokens,
+                               seed=cfg.seed + 17)
+        out.update({prefix + k: v for k, v in _score([s.result for per in judged for s in per]).items()})
         if not prefix:
-            out["examples"] = [a[0] for a in answers[:4]]
+            out["examples"] = [per[0].text for per in judged[:4]]
     return out
 
 
@@ -233,14 +232,14 @@ def rejection_finetune(cfg: TrainConfig, trainer: RLTrainer, cache: EvalCache, c
     rng = random.Random(cfg.seed + 99)
     for rnd in range(cfg.sft.rft_rounds):
         pick = rng.sample(chains, min(len(chains), cfg.rl.prompts_per_step * 2))
-        answers = generate_answers(trainer.engine, trainer.tok, pick, samples=cfg.rl.group_size,
-                                   max_new_tokens=cfg.rl.max_new_tokens, seed=cfg.seed + 1000 * rnd, family=family)
-        futs = [(c, a, cache.submit(c, a)) for c, per in zip(pick, answers, strict=True) for a in per]
-        passing = [(family.prompt_ids(trainer.tok, c), encode_answer(trainer.tok, a))
-                   for c, a, f in futs if f.result().correct]
+        judged = [s for per in judge_answers(trainer.engine, trainer.tok, cache, pick, samples=cfg.rl.group_size,
+                                             max_new_tokens=cfg.rl.max_new_tokens, seed=cfg.seed + 1000 * rnd)
+                  for s in per]
+        passing = [(family.prompt_ids(trainer.tok, s.item), encode_answer(trainer.tok, s.text))
+                   for s in judged if s.result is not None and s.result.correct]
         kept_total += len(passing)
         losses = sft_train(trainer.model, passing, steps=cfg.sft.rft_steps, batch_size=cfg.sft.batch_size,
                            lr=cfg.sft.lr, seed=cfg.seed + rnd, pad_id=trainer.tok.pad_token_id)
-        logger.log("rft", rnd, {"kept": len(passing), "sampled": len(futs), "loss": losses[-1] if losses else 0.0})
+        logger.log("rft", rnd, {"kept": len(passing), "sampled": len(judged), "loss": losses[-1] if losses else 0.0})
         trainer.engine.update_weights()
     return {"kept": float(kept_total)}

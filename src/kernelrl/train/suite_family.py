@@ -15,15 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from kernelrl.agent.episode_protocol import AgentProtocol
-from kernelrl.agent.feedback import TokenCounter, approx_tokens
 from kernelrl.agent.policies.local import fallback_chat_format
 from kernelrl.agent.prompts import PromptConfig
-from kernelrl.evaluate import Candidate, EvalResult
+from kernelrl.evaluate import Candidate
 from kernelrl.tasks import load_solutions, load_tasks, resize, suite_path
 from kernelrl.tasks.task import Task
 from kernelrl.train.config import TaskConfig
 from kernelrl.train.model import encode_answer
-from kernelrl.train.task_family import NO_CODE, Pairs
+from kernelrl.train.task_family import Pairs
 
 
 def load_suite(spec: str, backend: str = "cpu") -> list[Task]:
@@ -106,11 +105,3 @@ class SuiteFamily:
         """The shipped reference solution of every item that has one for the backend."""
         return [(self.prompt_ids(tok, i), encode_answer(tok, answer_text(self.solutions[i])))  # type: ignore[index]
                 for i in items if i in self.solutions]
-
-    def feedback_text(self, result: EvalResult | None, count: TokenCounter = approx_tokens) -> str:
-        """The agent's feedback on the gym's verdict (its own ``feedback`` text), within the token budget."""
-        return self.protocol.feedback(None if result is None or NO_CODE in result.notes else result, count)
-
-    def next_turn_ids(self, tok: Any, result: EvalResult | None, response_ids: list[int]) -> list[int]:
-        text = self.feedback_text(result, count=lambda s: len(tok.encode(s, add_special_tokens=False)))
-        return self.protocol.next_turn_ids(tok, text, response_ids)

@@ -25,7 +25,6 @@ from kernelrl.train.config import TaskConfig
 from kernelrl.train.model import encode_answer, encode_prompt
 
 Pairs = list[tuple[list[int], list[int]]]
-NO_CODE = "no_code"
 
 
 @runtime_checkable
@@ -58,18 +57,6 @@ class TaskFamily(Protocol):
         """(prompt ids, answer ids) warm-up pairs for `items` (empty when the family has none)."""
         ...
 
-    def feedback_text(self, result: EvalResult | None) -> str:
-        """The next user turn of a multi-turn episode, from the gym's verdict."""
-        ...
-
-    def next_turn_ids(self, tok: Any, result: EvalResult | None, response_ids: list[int]) -> list[int]:
-        """Tokens appended after a response to open the next turn (feedback, then the answer cue)."""
-        ...
-
-
-def no_code_result(task: Task, backend: str) -> EvalResult:
-    """The verdict of an answer without code (never sent to the gym): a compile error, reward 0."""
-    return EvalResult(Status.COMPILE_ERROR, task.id, backend, error="no code found in the answer", notes=[NO_CODE])
 
 
 @dataclass
@@ -94,8 +81,9 @@ class TinyProtocol(EpisodeProtocol):
 
     def feedback(self, result: Verdict, count: TokenCounter | None = None) -> str:
         """The gym's status only; a correct turn (refined further when episodes run to the turn limit)
-        also gets its speedup, rounded to 0.1."""
-        status = str(result.status) if result is not None else "no_answer"
+        also gets its speedup, rounded to 0.1. An answer without code reads as a compile error (what the
+        tiny model was always told for it)."""
+        status = str(result.status) if result is not None else str(Status.COMPILE_ERROR)
         if result is not None and result.correct and result.speedup:
             return f"\nresult: {status} {result.speedup:.1f}x\nfaster:"
         return f"\nresult: {status}\nfix:"
@@ -181,13 +169,6 @@ class TinyFamily:
                     text = self._tool_answer(text, "compile", "ok")
                 pairs.append((self.prompt_ids(tok, c), encode_answer(tok, text)))
         return pairs
-
-    def feedback_text(self, result: EvalResult | None) -> str:
-        """The protocol's short verdict (`TinyProtocol.feedback`)."""
-        return self.protocol.feedback(result)
-
-    def next_turn_ids(self, tok: Any, result: EvalResult | None, response_ids: list[int]) -> list[int]:
-        return self.protocol.next_turn_ids(tok, self.feedback_text(result), response_ids)
 
 
 def make_family(cfg: TaskConfig, seed: int) -> TaskFamily:
