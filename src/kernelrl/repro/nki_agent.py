@@ -31,6 +31,8 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from kernelrl.evaluate import EvalPool, EvalResult
 from kernelrl.generation import Engine
 from kernelrl.repro.record import new_record, read_record, write_record
@@ -54,9 +56,9 @@ _COMMON = ["threads=1", "checkpoint_every=0", "tensorboard=false", "progress=fal
            "model.vocab_size=512", "model.max_positions=320", "rl.algo=grpo", "rl.reward=binary", "rl.turns=3", "rl.max_new_tokens=72",
            "rl.dynamic_sampling=false", "eval.correctness_trials=1", "eval.measure_timing=false"]
 #: the CPU-scale setting; `SMOKE` shrinks it to seconds
-DEFAULT = [*_COMMON, "name=repro-nki-agent", "task.n_train=192", "task.n_heldout=32", "task.min_ops=1",
+DEFAULT = [*_COMMON, "name=repro-nki-agent", "task.n_train=400", "task.n_heldout=32", "task.min_ops=1",
            "task.max_ops=2", "task.rows=256", "task.cols=64", "sft.steps=150", "sft.batch_size=32", "sft.lr=0.003",
-           "rl.steps=20", "rl.prompts_per_step=4", "rl.group_size=8", "rl.lr=0.0003", "rl.kl_coef=0.0",
+           "rl.steps=20", "rl.prompts_per_step=4", "rl.group_size=8", "rl.lr=0.0002", "rl.kl_coef=0.05",
            "eval.workers=2", "eval.heldout_samples=4"]
 SMOKE = [*_COMMON, "name=repro-nki-agent-smoke", "task.n_train=8", "task.n_heldout=2", "task.min_ops=1",
          "task.max_ops=1", "task.rows=128", "task.cols=16", "sft.steps=20", "sft.batch_size=8", "rl.steps=1",
@@ -81,6 +83,7 @@ def repro_config(smoke: bool = False, overrides: list[str] | None = None) -> Tra
 def sft_checkpoint(cfg: TrainConfig, family: NkiChainFamily, cache: EvalCache, path: Path) -> tuple[Any, Any, dict[str, Any]]:
     """SFT on the train chains' solutions plus feedback-then-fix pairs for a `FIX_FRACTION` of them (first drafts
     judged by the gym); saves the weights to `path`. Returns (model, tokenizer, stats incl. the feedback pool)."""
+    torch.set_num_threads(cfg.threads)
     seed_everything(cfg.seed)
     model, tok = build_model(cfg.model, family.tokenizer_corpus(), cfg.seed)
     items = list(family.train_items)
