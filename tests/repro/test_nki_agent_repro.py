@@ -15,6 +15,7 @@ from kernelrl.cli import main
 from kernelrl.evaluate import EvalConfig, EvalPool
 from kernelrl.repro.record import config_problems, missing_keys, render_report
 from kernelrl.train import nki_chains as nc
+from kernelrl.train.config import ModelConfig
 from kernelrl.train.model import build_model, encode_answer
 from kernelrl.train.nki_family import NkiChainFamily, short_feedback
 from kernelrl.train.rollout import EvalCache
@@ -64,14 +65,16 @@ def test_no_information_feedback_ignores_the_verdict(pool: EvalPool, family: Nki
     assert same_ids["hbm_compute"] == same_ids["no_store"] and same_ids["no_store"] in texts
     drawn = {blind.feedback_text(bad["no_store"], [i]) for i in range(40)}
     assert drawn == set(texts)  # every pool text comes up, whatever the verdict
+    _, tok = build_model(ModelConfig(vocab_size=512), family.tokenizer_corpus(), 0)
+    ids = tok.encode(" t = nl.load(x[r, f])", add_special_tokens=False)
+    assert tok.decode(blind.next_turn_ids(tok, bad["hbm_compute"], ids)) == blind.feedback_text(None, ids)  # what the rollout appends
+    assert tok.decode(family.next_turn_ids(tok, bad["hbm_compute"], ids)) == gym["hbm_compute"]
     assert blind.heldout_items is family.heldout_items and blind.task(chain) is family.task(chain)
     with pytest.raises(ValueError, match="feedback_mode"):
         NkiChainFamily([], [], feedback_mode="none")
 
 
 def test_fix_pairs_hold_the_bad_draft_its_real_verdict_and_the_correct_kernel(pool: EvalPool, family: NkiChainFamily) -> None:
-    from kernelrl.train.config import ModelConfig
-
     _, tok = build_model(ModelConfig(vocab_size=512, max_positions=320), family.tokenizer_corpus(), 0)
     cache = EvalCache(pool, family)
     pairs, texts = family.fix_pairs(tok, list(CHAINS), 0, cache.submit)
