@@ -6,8 +6,9 @@ and without PR + PRS in hybrid mode, the self-inclusion weight demonstration, se
 ~20-25 min on 2 cores),
 ``proxy`` (proxy compression: byte-only vs compressed-view arms vs a tokenizer-only baseline at
 equal FLOPs over three model sizes, the gap to byte-only against size; minutes on 2 cores),
-``nki-agent`` (NKI-Agent: tool use vs single shot with the same policy on the NKI suite, compile vs
-execution reward by best-of-n and a tiny GRPO run; a few minutes on 2 cores) and ``direct-opd``
+``nki-agent`` (NKI-Agent with a tiny model trained on the tiny NKI family: compile-verify-fix vs single-shot
+best-of-k at equal gym calls and vs no-information feedback, GRPO with the compile vs the execution reward from
+one SFT checkpoint per seed; seeds 0-2) and ``direct-opd``
 (weak-to-strong Direct-OPD: a weak teacher pair's shift applied to a stronger student, vs step-matched RL
 and reverse KL to the teacher, top-K and two sequential shifts; seeds 0-2, ~10 min on 2 cores).
 Every target writes ``results.json`` (revision, config, every seed's numbers, wall time) and renders its report
@@ -30,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("target", choices=TARGETS)
     p.add_argument("--out", default=None, help="run directory (default runs/repro-<target>)")
     p.add_argument("--smoke", action="store_true", help="a seconds-sized run (for tests)")
-    p.add_argument("--seeds", default=None, help="drkernel, direct-opd: comma-separated seeds (default 0,1,2; --smoke: 0)")
+    p.add_argument("--seeds", default=None, help="drkernel, direct-opd, nki-agent: comma-separated seeds (default 0,1,2; --smoke: 0)")
     p.add_argument("--print-config", action="store_true", help="print the resolved training config and exit")
     p.add_argument("--report-only", action="store_true", help="re-render report.md and the plot from --out's results.json")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="training config overrides, e.g. rl.steps=4")
@@ -96,36 +97,23 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_nki_agent(args: argparse.Namespace) -> int:
-    import dataclasses
-    import json
     import sys
 
-    from kernelrl.repro.nki_agent import NkiAgentConfig, run_nki_agent
+    from kernelrl.repro.nki_agent import repro_config, run_nki_agent
     from kernelrl.repro.nki_agent_report import rewrite_report
 
+    out = _out_dir(args)
     try:
-        cfg = NkiAgentConfig.build(args.smoke, [*args.overrides, *args.set])
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        cfg = repro_config(args.smoke, [*args.overrides, *args.set])
+        if _print_config_or_report(args, cfg, rewrite_report, out):
+            return 0
+        res = run_nki_agent(cfg, out, seeds=_seeds(args))
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"kernelrl repro nki-agent: {exc}", file=sys.stderr)
         return 2
-    if args.print_config:
-        print(json.dumps(dataclasses.asdict(cfg), indent=1))
-        return 0
-    out = args.out or f"runs/repro-{args.target}{'-smoke' if args.smoke else ''}"
-    if args.report_only:
-        try:
-            rewrite_report(out)
-        except FileNotFoundError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        print(f"report: {out}/report.md")
-        return 0
-    res = run_nki_agent(cfg, out)
-    a, g = res["tool_use"], res["grpo"]
-    print(f"pass rate single shot {a['single_shot']['pass_rate']:.3f} -> with tools {a['tools']['pass_rate']:.3f}; "
-          f"GRPO pass rate SFT {g['sft']['pass_rate']:.3f} -> compile reward {g['compile']['after']['pass_rate']:.3f}, "
-          f"execution reward {g['execution']['after']['pass_rate']:.3f}")
-    print(f"report: {out}/report.md ({res['times']['total_s']:.0f} s)")
+    for name, c in res["comparisons"].items():
+        print(f"{name}: {c['mean']:+.3f} over {c['n']} seed(s): {c['verdict']}")
+    print(f"report: {out}/report.md ({res['wall_s']:.0f} s)")
     return 0
 
 

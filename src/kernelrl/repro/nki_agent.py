@@ -1,289 +1,273 @@
-"""`kernelrl repro nki-agent`: NKI-Agent's two findings at CPU scale, with the scripted `nki-draft` author
-on the NKI suite judged by the real gym (the NumPy NKI interpreter).
+"""`kernelrl repro nki-agent`: NKI-Agent's two findings with a policy that learns, at CPU scale.
 
-NKI-Agent adapts CUDA-Agent's compile-verify-fix loop to Trainium and reports (i) tool use is critical:
-a strong model solved 6% of its tasks single-shot and 77% with the compile/verify/profile tools; (ii) GRPO
-with a binary compile reward does not improve over SFT, while an execution-based reward does.
+NKI-Agent adapts CUDA-Agent's compile-verify-fix loop to Trainium and reports (i) tool use is critical: a strong
+model solved 6% of its tasks single-shot and 77% with the compile/verify tools; (ii) GRPO with a binary compile
+reward does not improve over SFT, while an execution-based reward does.
 
-(a) Tool use vs single shot, the same policy: every (task, sample) episode runs once with the first answer
-    only and once with the tools (`bench.run_bench`); both start from the same first draft.
-(b) Compile vs execution reward, both through `kernelrl.rewards`: (b1) best-of-n: n first drafts per task,
-    the answer each reward ranks first (ties uniformly), and the share of reward-maximising answers that
-    are correct; (b2) a tiny GRPO run (`rl.advantages.grpo_sequence_advantages`, SGD) on the drafter's
-    mistake logits (one Bernoulli per mistake kind, the "SFT" start = `mistake_rate`), one run per reward
-    from the same seed, its pass rate measured by the gym before and after.
-A scripted author shows the mechanism, not the paper's magnitudes: its skill, mistake and repair rates are
-set by hand, and tasks without a shipped reference kernel are beyond it (counted as failures).
+Here the policy is the tiny model on the tiny NKI family (`kernelrl.train.nki_family`: elementwise chains and
+row reductions as NKI kernels, judged by the gym's real ``nki`` backend through the real `EvalPool`). Per seed
+(default 0, 1, 2) one SFT checkpoint: generated solutions of the train chains plus feedback-then-fix turns (a
+first draft with one typical mistake, the gym's real verdict of it, the correct kernel), then from it:
+
+(a) Held-out episodes with a budget of ``k = rl.turns`` gym calls each, at temperature 1: **compile-verify-fix**
+    (each turn is one gym call, its verdict the next turn's feedback, stop at the first correct turn) vs
+    **single-shot best-of-k** (k independent samples, solved when any is correct: the same number of gym calls)
+    vs **no-information feedback** (the same loop, each turn's feedback drawn at random from real feedback of
+    other failed drafts: it says "failed" and nothing else about this answer). Also pass@1 (one call).
+(b) **GRPO with the binary compile reward vs the execution reward** (`rewards` ``compile`` vs ``binary``: 1 per
+    kernel the gym ran and found correct; the gym times nothing here), both from the same SFT checkpoint (which
+    compiles at a high rate) with the same seed and steps; held-out sampled pass rate and compile rate after RL.
+
+Paired by seed, with 95% t-intervals and verdicts (`repro.stats`). Writes ``results.json`` (`repro.record`), then
+``report.md`` and ``nki-agent.png`` from it alone (`repro.nki_agent_report`). The scripted `nki-draft` author is
+not used here; it stays as a test double of the agent loop.
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
-import dataclasses
-import math
 import random
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
-from kernelrl.agent.nki_mistakes import MISTAKES, applicable, with_mistakes
-from kernelrl.agent.policies.nki_draft import NkiDraftPolicy, stable_seed
-from kernelrl.evaluate.candidate import Candidate
-from kernelrl.evaluate.config import EvalConfig
-from kernelrl.evaluate.pool import EvalPool
-from kernelrl.evaluate.result import EvalResult
-from kernelrl.evaluate.verdict_cache import VerdictCache
+import torch
+
+from kernelrl.evaluate import EvalPool, EvalResult
+from kernelrl.generation import Engine
 from kernelrl.repro.record import new_record, read_record, write_record
+from kernelrl.repro.stats import paired
 from kernelrl.rewards import get_reward
-from kernelrl.tasks import Task, load_task, load_tasks, suite_path
-from kernelrl.tasks.suites import SOLUTIONS_DIR
+from kernelrl.train.config import TrainConfig, load_config
+from kernelrl.train.job import eval_config, load_weights, run_train, save_weights, seed_everything
+from kernelrl.train.logs import read_metrics
+from kernelrl.train.model import build_model
+from kernelrl.train.nki_family import NkiChainFamily
+from kernelrl.train.rollout import EvalCache, collect_episodes, generate_answers
+from kernelrl.train.sft import sft_train
+from kernelrl.train.task_family import make_family
+
+#: (b): both arms from the seed's SFT checkpoint, same seed and steps; only the reward differs
+REWARD_ARMS: dict[str, str] = {"compile": "compile", "execution": "binary"}
+#: share of the train chains that also get a feedback-then-fix SFT pair
+FIX_FRACTION = 0.5
+
+_COMMON = ["threads=1", "checkpoint_every=0", "tensorboard=false", "progress=false", "task.family=tiny-nki",
+           "model.vocab_size=512", "model.max_positions=320", "rl.algo=grpo", "rl.reward=binary", "rl.turns=3", "rl.max_new_tokens=72",
+           "rl.dynamic_sampling=false", "eval.correctness_trials=1", "eval.measure_timing=false"]
+#: the CPU-scale setting; `SMOKE` shrinks it to seconds
+DEFAULT = [*_COMMON, "name=repro-nki-agent", "task.n_train=400", "task.n_heldout=32", "task.min_ops=1",
+           "task.max_ops=2", "task.rows=256", "task.cols=64", "sft.steps=150", "sft.batch_size=32", "sft.lr=0.003",
+           "rl.steps=20", "rl.prompts_per_step=4", "rl.group_size=8", "rl.lr=0.0002", "rl.kl_coef=0.05",
+           "eval.workers=2", "eval.heldout_samples=4"]
+SMOKE = [*_COMMON, "name=repro-nki-agent-smoke", "task.n_train=8", "task.n_heldout=2", "task.min_ops=1",
+         "task.max_ops=1", "task.rows=128", "task.cols=16", "sft.steps=20", "sft.batch_size=8", "rl.steps=1",
+         "rl.prompts_per_step=2", "rl.group_size=2", "eval.workers=1", "eval.heldout_samples=2"]
 
 
-@dataclass
-class NkiAgentConfig:
-    """The repro's knobs (`key=value` overrides on the command line)."""
-
-    samples: int = 4  # (a) episodes per task and arm
-    mistake_rate: float = 0.35  # chance of each applicable mistake in a first draft
-    fix_rate: float = 0.8  # chance a repair of the mistake the feedback names succeeds
-    max_tool_calls: int = 8
-    best_of: int = 8  # (b1) first drafts per task
-    rl_steps: int = 25  # (b2)
-    rl_tasks: int = 6  # tasks per step
-    rl_group: int = 8  # drafts per task (the GRPO group)
-    rl_lr: float = 1.0  # SGD on the logits
-    eval_samples: int = 16  # (b2) drafts per task to measure the pass rate before and after
-    compile_reward: str = "compile"
-    execution_reward: str = "speedup"  # the default reward; on the interpreter it is 1 per correct kernel
-    correctness_trials: int = 2
-    workers: int = 2
-    seed: int = 0
-    task_ids: list[str] = field(default_factory=list)  # empty: the whole NKI suite
-
-    def __post_init__(self) -> None:
-        for name in ("samples", "max_tool_calls", "best_of", "rl_tasks", "rl_group", "eval_samples",
-                     "correctness_trials", "workers"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.rl_steps < 0:
-            raise ValueError(f"rl_steps must be >= 0, got {self.rl_steps}")
-        for name in ("mistake_rate", "fix_rate"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
-
-    @classmethod
-    def build(cls, smoke: bool = False, overrides: list[str] | None = None) -> NkiAgentConfig:
-        base = cls(samples=2, max_tool_calls=4, best_of=2, rl_steps=1, rl_tasks=1, rl_group=2, eval_samples=1,
-                   task_ids=["level1/01_ReLU", "level1/06_Exp"]) if smoke else cls()
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        for item in overrides or []:
-            key, sep, value = item.partition("=")
-            if not sep or key not in fields:
-                raise ValueError(f"bad override {item!r}: want KEY=VALUE with KEY one of {', '.join(fields)}")
-            current = getattr(base, key)
-            if isinstance(current, list):
-                parsed: Any = [v for v in value.split(",") if v]
-            elif isinstance(current, int | float):
-                try:
-                    parsed = type(current)(value)
-                except ValueError:
-                    raise ValueError(f"override {key}={value!r}: want a {type(current).__name__}") from None
-            else:
-                parsed = value
-            setattr(base, key, parsed)
-        base.__post_init__()
-        return base
+def repro_config(smoke: bool = False, overrides: list[str] | None = None) -> TrainConfig:
+    """`DEFAULT` (or `SMOKE`) on the ``tiny-cpu`` preset, then `overrides`."""
+    cfg = load_config("tiny-cpu", overrides=[*(SMOKE if smoke else DEFAULT), *(overrides or [])])
+    if cfg.task.family != "tiny-nki":
+        raise ValueError(f"repro nki-agent runs on task.family=tiny-nki, got {cfg.task.family}")
+    if cfg.rl.turns < 2:
+        raise ValueError(f"rl.turns is the gym-call budget k of (a) and must be >= 2, got {cfg.rl.turns}")
+    if cfg.eval.heldout_samples < 2:
+        raise ValueError(f"eval.heldout_samples must be >= 2 (sampled pass rates), got {cfg.eval.heldout_samples}")
+    return cfg
 
 
-class DraftCache(VerdictCache):
-    """`VerdictCache` over NKI drafts (plain sources) of suite tasks, by task id: identical drafts are judged
-    once. (`train.rollout.EvalCache` does the same over a `TaskFamily`'s answer texts.)"""
-
-    def __init__(self, pool: EvalPool, tasks: dict[str, Task]) -> None:
-        super().__init__(pool)
-        self.tasks = tasks
-
-    def submit(self, task_id: str, source: str) -> cf.Future[EvalResult]:
-        return self.judge(self.tasks[task_id], Candidate(source, "nki"))
+# ----------------------------------------------------------------------------------- SFT with fix turns
 
 
-def tool_use(cfg: NkiAgentConfig, tasks: list[Task], solutions: dict[str, str], pool: EvalPool, out: Path) -> dict[str, Any]:
-    """(a): the same policy over the suite, first answer only vs the compile/verify tools."""
-    from kernelrl.agent.episode import EpisodeConfig
-    from kernelrl.agent.prompts import PromptConfig
-    from kernelrl.bench import BenchConfig, run_bench
-
-    policy = NkiDraftPolicy(cfg.mistake_rate, cfg.fix_rate, cfg.seed, solutions=solutions,
-                            name=f"nki-draft(m={cfg.mistake_rate},f={cfg.fix_rate},seed={cfg.seed})")
-    evalc = EvalConfig(correctness_trials=cfg.correctness_trials, measure_timing=False)
-    arms: dict[str, Any] = {}
-    for arm, tools in (("single_shot", False), ("tools", True)):
-        episode = EpisodeConfig(max_turns=1, tools=tools, max_tool_calls=cfg.max_tool_calls, seed=cfg.seed,
-                                prompt=PromptConfig(backend="nki"))
-        run = run_bench(tasks, policy, out / arm, BenchConfig(samples=cfg.samples, episode=episode, eval=evalc),
-                        pool=pool, progress=False)
-        solved = {(t.task_id, t.sample): bool(t.turns and t.turns[-1].correct)
-                  for t in run.trajectories}
-        arms[arm] = {"solved": solved, "calls": [t.turns[0].tool_calls for t in run.trajectories if t.turns]}
-    known = set(policy.solutions)
-    first = {(t.id, s): policy.first_draft(t.id, s) for t in tasks if t.id in known for s in range(cfg.samples)}
-    result: dict[str, Any] = {"episodes": len(arms["tools"]["solved"]), "tasks": len(tasks),
-                              "tasks_with_reference": sum(t.id in known for t in tasks)}
-    for arm, data in arms.items():
-        solved = data["solved"]
-        ref = [v for (task, _), v in solved.items() if task in known]
-        result[arm] = {"pass_rate": _mean(solved.values()), "pass_rate_with_reference": _mean(ref),
-                       "by_level": {lvl: _mean(v for (task, _), v in solved.items() if task.startswith(f"level{lvl}/"))
-                                    for lvl in sorted({t.level for t in tasks})},
-                       "tool_calls_mean": _mean(data["calls"])}
-    s, t = arms["single_shot"]["solved"], arms["tools"]["solved"]
-    result["tools_only"] = sum(t[k] and not s[k] for k in s)
-    result["single_shot_only"] = sum(s[k] and not t[k] for k in s)
-    result["first_draft_mistakes"] = {k: _mean(k in m for m in first.values()) for k in MISTAKES}
-    result["first_draft_clean"] = _mean(not m for m in first.values())
-    return result
+def sft_checkpoint(cfg: TrainConfig, family: NkiChainFamily, cache: EvalCache, path: Path) -> tuple[Any, Any, dict[str, Any]]:
+    """SFT on the train chains' solutions plus feedback-then-fix pairs for a `FIX_FRACTION` of them (first drafts
+    judged by the gym); saves the weights to `path`. Returns (model, tokenizer, stats incl. the feedback pool)."""
+    torch.set_num_threads(cfg.threads)
+    seed_everything(cfg.seed)
+    model, tok = build_model(cfg.model, family.tokenizer_corpus(), cfg.seed)
+    items = list(family.train_items)
+    fix_items = random.Random(cfg.seed + 3).sample(items, int(len(items) * FIX_FRACTION))
+    single = family.sft_pairs(tok, items, cfg.seed)
+    fixes, pool_texts = family.fix_pairs(tok, fix_items, cfg.seed, cache.submit)
+    losses = sft_train(model, single + fixes, steps=cfg.sft.steps, batch_size=cfg.sft.batch_size, lr=cfg.sft.lr,
+                       seed=cfg.seed, pad_id=tok.pad_token_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_weights(model, path)
+    longest = max(len(p) + len(a) for p, a in single + fixes)
+    return model.eval(), tok, {"single_pairs": len(single), "fix_pairs": len(fixes), "feedback_pool": pool_texts,
+                               "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
+                               "longest_pair_tokens": longest}
 
 
-def best_of_n(cfg: NkiAgentConfig, policy: NkiDraftPolicy, cache: DraftCache, task_ids: list[str]) -> dict[str, Any]:
-    """(b1): n first drafts per task; what each reward ranks first, and how often that answer is correct."""
-    futures = {(task, s): cache.submit(task, with_mistakes(policy.solutions[task], policy.first_draft(task, 10_000 + s)))
-               for task in task_ids for s in range(cfg.best_of)}
-    results = {key: f.result() for key, f in futures.items()}
-    out: dict[str, Any] = {"n": cfg.best_of, "tasks": len(task_ids), "answers": len(results)}
-    correct = {key: bool(r.correct) for key, r in results.items()}
-    out["answers_correct"] = _mean(correct.values())
-    for label, name in (("compile", cfg.compile_reward), ("execution", cfg.execution_reward)):
-        reward = get_reward(name)
-        scores = {key: reward(r) for key, r in results.items()}
-        picked = []
-        for task in task_ids:
-            keys = [(task, s) for s in range(cfg.best_of)]
-            best = max(scores[k] for k in keys)
-            picked.append(_mean(correct[k] for k in keys if scores[k] == best))  # a uniform tie-break
-        positive = [correct[k] for k in results if scores[k] > 0]
-        out[label] = {"reward": name, "selected_correct": _mean(picked),
-                      "rewarded_answers": len(positive), "rewarded_correct": _mean(positive)}
-    return out
+# ----------------------------------------------------------------------------------- (a) tools vs best-of-k
 
 
-def grpo(cfg: NkiAgentConfig, solutions: dict[str, str], cache: DraftCache, task_ids: list[str], reward_name: str) -> dict[str, Any]:
-    """(b2): GRPO on the drafter's mistake logits with one reward; the gym judges every draft."""
-    import torch
-
-    from kernelrl.rl.advantages import grpo_sequence_advantages
-
-    torch.manual_seed(cfg.seed)
-    start = math.log(cfg.mistake_rate / (1 - cfg.mistake_rate)) if 0 < cfg.mistake_rate < 1 else 0.0
-    logits = torch.full((len(MISTAKES),), start, requires_grad=True)  # plain SGD: torch.optim's first step costs seconds
-    reward = get_reward(reward_name)
-    kinds = {t: applicable(solutions[t]) for t in task_ids}
-    history: dict[str, list[Any]] = {"reward": [], "correct": [], "compiled": [], "expected_pass": [], "mistake_p": []}
-    order = random.Random(cfg.seed)
-    by_kind: dict[str, dict[str, list[float]]] = {k: {"with": [], "without": []} for k in MISTAKES}
-
-    def expected_pass(p: list[float]) -> float:
-        return _mean(math.prod(1 - p[MISTAKES.index(k)] for k in kinds[t]) for t in task_ids)
-
-    for step in range(cfg.rl_steps):
-        p = torch.sigmoid(logits)
-        probs = p.detach().tolist()
-        batch = order.sample(task_ids, min(cfg.rl_tasks, len(task_ids)))
-        draws, futures = [], []
-        for gi, task in enumerate(batch):
-            for g in range(cfg.rl_group):
-                u = random.Random(stable_seed(cfg.seed, step, task, g))  # common random numbers across rewards
-                made = frozenset(k for k in kinds[task] if u.random() < probs[MISTAKES.index(k)])
-                draws.append((gi, made, kinds[task]))
-                futures.append(cache.submit(task, with_mistakes(solutions[task], made)))
-        results = [f.result() for f in futures]
-        rewards = torch.tensor([reward(r) for r in results], dtype=torch.float64)
-        groups = torch.tensor([gi for gi, _, _ in draws])
-        adv = grpo_sequence_advantages(rewards, groups).float()
-        logp = torch.stack([sum((torch.log(p[MISTAKES.index(k)]) if k in made else torch.log1p(-p[MISTAKES.index(k)]))
-                                for k in app) if app else torch.zeros(()) for _, made, app in draws])
-        loss = -(adv * logp).mean()
-        (grad,) = torch.autograd.grad(loss, logits)
-        with torch.no_grad():
-            logits -= cfg.rl_lr * grad
-        for (_, made, app), value in zip(draws, rewards.tolist(), strict=True):
-            for k in app:
-                by_kind[k]["with" if k in made else "without"].append(value)
-        history["reward"].append(float(rewards.mean()))
-        history["correct"].append(_mean(bool(r.correct) for r in results))
-        history["compiled"].append(_mean(get_reward("compile")(r) for r in results))
-        history["expected_pass"].append(expected_pass(probs))
-        history["mistake_p"].append([round(x, 4) for x in probs])
-    final = torch.sigmoid(logits).tolist()
-    history["expected_pass"].append(expected_pass(final))
-    history["mistake_p"].append([round(x, 4) for x in final])
-    kind_reward = {k: {side: _mean(v) for side, v in d.items()} for k, d in by_kind.items()}
-    return {"reward": reward_name, "history": history, "final_mistake_p": dict(zip(MISTAKES, final, strict=True)),
-            "kind_reward": kind_reward}
+def _compiled(r: EvalResult | None) -> float:
+    return float(r is not None and get_reward("compile")(r) > 0)
 
 
-def measured_pass(cfg: NkiAgentConfig, solutions: dict[str, str], cache: DraftCache, task_ids: list[str],
-                  mistake_p: dict[str, float]) -> dict[str, float]:
-    """Pass and compile rates the gym measures for `eval_samples` drafts per task at these mistake rates."""
-    futures = []
-    for task in task_ids:
-        for s in range(cfg.eval_samples):
-            u = random.Random(stable_seed(cfg.seed, "eval", task, s))
-            made = frozenset(k for k in applicable(solutions[task]) if u.random() < mistake_p[k])
-            futures.append(cache.submit(task, with_mistakes(solutions[task], made)))
-    results = [f.result() for f in futures]
-    return {"pass_rate": _mean(bool(r.correct) for r in results),
-            "compile_rate": _mean(get_reward("compile")(r) for r in results)}
+def best_of_k(engine: Engine, tok: Any, cache: EvalCache, items: list[Hashable], cfg: TrainConfig,
+              episodes: int, k: int) -> dict[str, Any]:
+    """Per (item, episode) k independent samples: solved when any is correct (k gym calls); pass@1 and compile
+    rate over all samples; the resample-fix rate P(sample 2 correct | sample 1 wrong)."""
+    answers = generate_answers(engine, tok, items, samples=episodes * k, max_new_tokens=cfg.rl.max_new_tokens,
+                               seed=cfg.seed + 101, family=cache.family)
+    futs = [[cache.submit(c, a) for a in per] for c, per in zip(items, answers, strict=True)]
+    res = [[f.result() for f in per] for per in futs]
+    solved, first_wrong, second_ok = [], 0, 0
+    for per in res:
+        for e in range(episodes):
+            draws = per[e * k:(e + 1) * k]
+            solved.append(any(r.correct for r in draws))
+            if not draws[0].correct:
+                first_wrong += 1
+                second_ok += bool(draws[1].correct)
+    flat = [r for per in res for r in per]
+    return {"solved": _mean(solved), "pass_at_1": _mean(r.correct for r in flat),
+            "compile_rate": _mean(_compiled(r) for r in flat), "calls_mean": float(k),
+            "second_try_fixes": second_ok / first_wrong if first_wrong else None, "first_wrong": first_wrong,
+            "episodes": len(solved)}
 
 
-def run_nki_agent(cfg: NkiAgentConfig, out: str | Path, pool: EvalPool | None = None) -> dict[str, Any]:
-    """Run (a) and (b); write results.json, report.md and nki-agent.png under `out`."""
-    from kernelrl.repro.nki_agent_report import write_report
+def feedback_loop(engine: Engine, tok: Any, cache: EvalCache, items: list[Hashable], cfg: TrainConfig,
+                  episodes: int, k: int) -> dict[str, Any]:
+    """Multi-turn episodes (k turns at most, one gym call each, stop at the first correct turn) with the feedback
+    `cache.family` gives; solved rate, mean gym calls, and the second turn's fix rate after a wrong first turn."""
+    samples = collect_episodes(engine, tok, cache, items, group_size=episodes, turns=k,
+                               max_new_tokens=cfg.rl.max_new_tokens, seed=cfg.seed + 202, stop_at_first_correct=True)
+    by_root: dict[str, list[Any]] = {}
+    for s in samples:  # a later turn's request id starts with its episode's first request id
+        by_root.setdefault(s.request_id.split("#")[0], []).append(s)
+    runs = [sorted(v, key=lambda s: s.turn) for v in by_root.values()]
+    wrong1 = [e for e in runs if not (e[0].result and e[0].result.correct)]
+    fixed2 = [e for e in wrong1 if len(e) > 1 and e[1].result is not None and e[1].result.correct]
+    return {"solved": _mean(any(s.result is not None and s.result.correct for s in e) for e in runs),
+            "pass_at_1": _mean(bool(e[0].result and e[0].result.correct) for e in runs),
+            "calls_mean": _mean(len(e) for e in runs), "episodes": len(runs),
+            "second_try_fixes": len(fixed2) / len(wrong1) if wrong1 else None, "first_wrong": len(wrong1),
+            "examples": [[s.text for s in e] for e in wrong1[:2]]}
 
+
+# ----------------------------------------------------------------------------------- (b) compile vs execution
+
+
+def heldout_rates(engine: Engine, tok: Any, cache: EvalCache, items: list[Hashable], cfg: TrainConfig) -> dict[str, float]:
+    """Held-out sampled pass and compile rates (`eval.heldout_samples` answers per item, temperature 1)."""
+    answers = generate_answers(engine, tok, items, samples=cfg.eval.heldout_samples,
+                               max_new_tokens=cfg.rl.max_new_tokens, seed=cfg.seed + 17, family=cache.family)
+    res = [cache.submit(c, a).result() for c, per in zip(items, answers, strict=True) for a in per]
+    return {"pass_rate": _mean(r.correct for r in res), "compile_rate": _mean(_compiled(r) for r in res),
+            "n": float(len(res))}
+
+
+def _engine(model: Any, tok: Any, cfg: TrainConfig, width: int) -> Engine:
+    return Engine(model, tok, max_batch_size=width, max_context=cfg.model.max_positions, seed=cfg.seed)
+
+
+def train_arm(cfg: TrainConfig, run_dir: Path, cache: EvalCache, sft_policy: Path, reward: str) -> dict[str, Any]:
+    """Single-turn GRPO from the SFT checkpoint with `reward`; per-step curves and held-out rates after RL."""
+    t0 = time.perf_counter()
+    c = cfg.model_copy(deep=True)
+    c.model.init_from, c.sft.steps, c.rl.reward, c.rl.turns = str(sft_policy), 0, reward, 1
+    c.eval.heldout_samples = 1  # run_train's own held-out pass is greedy only; the sampled rates are ours
+    run_train(c, run_dir=run_dir, echo=False, cache=cache, report=False)
+    rows = read_metrics(run_dir, "rl")
+    model, tok = build_model(cfg.model, cache.family.tokenizer_corpus(), cfg.seed)
+    load_weights(model, run_dir / "policy.safetensors", "arm policy")
+    items = list(cache.family.heldout_items)
+    after = heldout_rates(_engine(model.eval(), tok, cfg, len(items) * cfg.eval.heldout_samples), tok, cache, items, cfg)
+    return {"reward": reward, "after": after, "pass_rate": [r.get("rollout/pass_rate", 0.0) for r in rows],
+            "reward_mean": [r.get("reward/mean", 0.0) for r in rows], "time_s": time.perf_counter() - t0}
+
+
+# ----------------------------------------------------------------------------------- the whole repro
+
+
+def run_seed(cfg: TrainConfig, out: Path, pool: EvalPool, say: Callable[[str], None]) -> dict[str, Any]:
+    """One seed: the SFT checkpoint, (a) from it, (b) both reward arms from it."""
+    t0 = time.perf_counter()
+    family = make_family(cfg.task, cfg.seed)
+    assert isinstance(family, NkiChainFamily)
+    cache = EvalCache(pool, family)
+    sft_path = out / "sft" / "sft_policy.safetensors"
+    say(f"SFT ({cfg.sft.steps} steps, solutions + feedback-then-fix turns)")
+    model, tok, sft = sft_checkpoint(cfg, family, cache, sft_path)
+    items, k, n = list(family.heldout_items), cfg.rl.turns, cfg.eval.heldout_samples
+    times = {"sft_s": time.perf_counter() - t0}
+    engine = _engine(model, tok, cfg, len(items) * n * k)
+    say(f"(a) {len(items)} held-out chains x {n} episodes, budget k = {k} gym calls")
+    shuffled = EvalCache(pool, family.with_feedback("shuffled", sft["feedback_pool"]))
+    tools = {"best_of_k": best_of_k(engine, tok, cache, items, cfg, n, k),
+             "feedback": feedback_loop(engine, tok, cache, items, cfg, n, k),
+             "no_info_feedback": feedback_loop(engine, tok, shuffled, items, cfg, n, k)}
+    start = heldout_rates(engine, tok, cache, items, cfg)
+    times["tools_s"] = time.perf_counter() - t0 - times["sft_s"]
+    arms = {}
+    for arm, reward in REWARD_ARMS.items():
+        say(f"(b) GRPO arm {arm} (reward {reward}, {cfg.rl.steps} steps)")
+        arms[arm] = train_arm(cfg, out / arm, cache, sft_path, reward)
+        times[f"{arm}_s"] = arms[arm]["time_s"]
+    sft["feedback_pool_size"] = len(sft.pop("feedback_pool"))
+    return {"sft": {**sft, "heldout": start},
+            "tools": tools, "rewards": arms, "times": times,
+            "eval_cache": {"submitted": cache.submitted + shuffled.submitted, "hits": cache.hits + shuffled.hits}}
+
+
+def comparisons(seeds: dict[str, Any]) -> dict[str, Any]:
+    """The paired differences over seeds, each with its 95% interval and verdict (positive: the claim holds)."""
+    def diff(f: Callable[[dict[str, Any]], float]) -> dict[str, Any]:
+        return paired([f(d) for d in seeds.values()])
+
+    return {
+        "feedback_vs_best_of_k": diff(lambda d: d["tools"]["feedback"]["solved"] - d["tools"]["best_of_k"]["solved"]),
+        "feedback_vs_no_info": diff(lambda d: d["tools"]["feedback"]["solved"]
+                                    - d["tools"]["no_info_feedback"]["solved"]),
+        "feedback_vs_single_shot": diff(lambda d: d["tools"]["feedback"]["solved"]
+                                        - d["tools"]["best_of_k"]["pass_at_1"]),
+        "execution_vs_compile": diff(lambda d: d["rewards"]["execution"]["after"]["pass_rate"]
+                                     - d["rewards"]["compile"]["after"]["pass_rate"]),
+        "execution_vs_sft": diff(lambda d: d["rewards"]["execution"]["after"]["pass_rate"]
+                                 - d["sft"]["heldout"]["pass_rate"]),
+        "compile_vs_sft": diff(lambda d: d["rewards"]["compile"]["after"]["pass_rate"] - d["sft"]["heldout"]["pass_rate"]),
+    }
+
+
+def run_nki_agent(cfg: TrainConfig, out: str | Path, *, seeds: tuple[int, ...] = (0, 1, 2),
+                  pool: EvalPool | None = None, echo: bool = True) -> dict[str, Any]:
+    """Every seed, the paired comparisons; ``results.json``, then the report and plot rendered from it."""
+    from kernelrl.repro.nki_agent_report import rewrite_report
+
+    if not seeds:
+        raise ValueError("at least one seed is needed")
+    t_start = time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    root = suite_path(backend="nki")
-    if cfg.task_ids:  # load only these (a smoke run should not pay for the whole suite)
-        unknown = [t for t in cfg.task_ids if not (root / f"{t}.py").is_file()]
-        if unknown:
-            raise ValueError(f"task_ids not in the NKI suite {root}: {unknown}")
-        tasks = [load_task(root / f"{t}.py") for t in cfg.task_ids]
-    else:
-        tasks = load_tasks(root)
-    kernels = SOLUTIONS_DIR / "nki"  # the shipped reference kernels, read by path (no task loading)
-    solutions = {t.id: (kernels / f"{t.id}.py").read_text() for t in tasks if (kernels / f"{t.id}.py").is_file()}
-    if not solutions:
-        raise ValueError("none of the chosen tasks has a shipped NKI reference kernel: nothing to draft from")
     own = pool is None
-    pool = pool or EvalPool(workers=cfg.workers, config=EvalConfig(correctness_trials=cfg.correctness_trials,
-                                                                   measure_timing=False))
-    times: dict[str, float] = {}
+    pool = pool or EvalPool(cfg.eval.workers, eval_config(cfg), sandbox=cfg.eval.sandbox)
+    results: dict[str, Any] = {**new_record("nki-agent", cfg.model_dump()), "seed_list": list(seeds),
+                               "reward_arms": REWARD_ARMS, "fix_fraction": FIX_FRACTION, "seeds": {}, "times": {}}
     try:
-        t0 = time.perf_counter()
-        results: dict[str, Any] = {**new_record("nki-agent", dataclasses.asdict(cfg)), "seed_list": [cfg.seed]}
-        results["tool_use"] = tool_use(cfg, tasks, solutions, pool, out)
-        times["tool_use_s"] = time.perf_counter() - t0
-        cache = DraftCache(pool, {t.id: t for t in tasks})
-        ids = sorted(solutions)
-        policy = NkiDraftPolicy(cfg.mistake_rate, cfg.fix_rate, cfg.seed, solutions=solutions)
-        results["best_of_n"] = best_of_n(cfg, policy, cache, ids)
-        times["best_of_n_s"] = time.perf_counter() - t0 - times["tool_use_s"]
-        start = {k: cfg.mistake_rate for k in MISTAKES}
-        rl: dict[str, Any] = {"sft": measured_pass(cfg, solutions, cache, ids, start)}
-        for label, name in (("compile", cfg.compile_reward), ("execution", cfg.execution_reward)):
-            run = grpo(cfg, solutions, cache, ids, name)
-            run["after"] = measured_pass(cfg, solutions, cache, ids, run["final_mistake_p"])
-            rl[label] = run
-        rl["gym_evaluations"], rl["cache_hits"] = cache.submitted, cache.hits
-        results["grpo"] = rl
-        times["total_s"] = results["wall_s"] = time.perf_counter() - t0
-        results["times"] = times
+        for seed in seeds:
+            c = cfg.model_copy(deep=True)
+            c.seed = seed
+
+            def say(msg: str, seed: int = seed) -> None:
+                if echo:
+                    print(f"[repro nki-agent {time.perf_counter() - t_start:6.0f}s] seed {seed}: {msg}", flush=True)
+
+            t0 = time.perf_counter()
+            results["seeds"][str(seed)] = run_seed(c, out / f"seed{seed}", pool, say)
+            results["times"][f"seed{seed}_s"] = time.perf_counter() - t0
+            write_record(out, results)  # the seeds so far
     finally:
         if own:
             pool.close()
+    results["comparisons"] = comparisons(results["seeds"])
+    results["times"]["total_s"] = results["wall_s"] = time.perf_counter() - t_start
     write_record(out, results)
-    write_report(read_record(out), out)  # from the file alone
-    return results
+    rewrite_report(out)
+    return read_record(out)
 
 
 def _mean(values: Any) -> float:

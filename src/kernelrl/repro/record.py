@@ -34,9 +34,8 @@ CODE: dict[str, tuple[str, ...]] = {
     "drkernel": ("src/kernelrl/repro/drkernel.py", "src/kernelrl/repro/stats.py", *_TRAINING),
     "direct-opd": ("src/kernelrl/repro/direct_opd.py", *_TRAINING),
     "proxy": ("src/kernelrl/repro/proxy.py", "src/kernelrl/proxy", "src/kernelrl/config_system.py"),
-    "nki-agent": ("src/kernelrl/repro/nki_agent.py", "src/kernelrl/agent", "src/kernelrl/bench",
-                  "src/kernelrl/evaluate", "src/kernelrl/rewards", "src/kernelrl/rl", "src/kernelrl/tasks",
-                  "src/kernelrl/nki"),
+    "nki-agent": ("src/kernelrl/repro/nki_agent.py", "src/kernelrl/repro/stats.py", "src/kernelrl/nki",
+                  "src/kernelrl/agent", *_TRAINING),
     "cuda_agent_tiny": ("bench/bench_cuda_agent_tiny.py", *_TRAINING),
     "main_job_tiny_cpu": ("bench/bench_main_job.py", *_TRAINING),
 }
@@ -113,10 +112,6 @@ def load_config(name: str, config: dict[str, Any]) -> Any:
         from kernelrl.repro.proxy import ScalingConfig
 
         return validate(ScalingConfig, config, "recorded proxy config")
-    if name == "nki-agent":
-        from kernelrl.repro.nki_agent import NkiAgentConfig
-
-        return NkiAgentConfig(**config)  # a removed field is a TypeError
     from kernelrl.config_system import validate
     from kernelrl.train.config import TrainConfig
 

@@ -67,11 +67,12 @@ class ModelConfig(_Section):
 class TaskConfig(_Section):
     """The task family (`kernelrl.train.task_family`) and its train / held-out split.
 
-    ``tiny-elementwise``: synthetic op chains (`min_ops`..`max_ops`, `rows` x `cols`). ``suite``: real
+    ``tiny-elementwise``: synthetic op chains (`min_ops`..`max_ops`, `rows` x `cols`). ``tiny-nki``: the same
+    kind of chains, optionally ended by a row reduction, as NKI kernels (`kernelrl.train.nki_family`). ``suite``: real
     KernelBench-format tasks from `suite` (a shipped name such as ``level1`` or a path to a KernelBench
     directory / JSONL / Parquet dataset), evaluated on `backend`; `n_train` caps the train tasks."""
 
-    family: Literal["tiny-elementwise", "suite"] = "tiny-elementwise"
+    family: Literal["tiny-elementwise", "tiny-nki", "suite"] = "tiny-elementwise"
     n_train: int = Field(256, ge=1)
     n_heldout: int = Field(16, ge=1)
     min_ops: int = Field(2, ge=1)

@@ -177,4 +177,8 @@ def make_family(cfg: TaskConfig, seed: int) -> TaskFamily:
         from kernelrl.train.suite_family import SuiteFamily
 
         return SuiteFamily.from_config(cfg, seed)
+    if cfg.family == "tiny-nki":
+        from kernelrl.train.nki_family import NkiChainFamily
+
+        return NkiChainFamily.from_config(cfg, seed)
     return TinyFamily.from_config(cfg, seed)

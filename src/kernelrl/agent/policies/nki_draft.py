@@ -2,7 +2,8 @@
 them only from what the gym's feedback says. It stands in for a model in NKI-Agent's compile-verify-fix
 loop (tool use lifted a strong model from 6% single-shot to 77%); its numbers show the mechanism, not the
 paper's magnitudes, because its skill (the shipped reference kernel) and its mistake and repair rates are
-set by hand.
+set by hand. It is a test double of the agent loop and the bench runner; `kernelrl repro nki-agent` uses a
+tiny model that learns (`kernelrl.repro.nki_agent`).
 
 Per (task, sample), each mistake that applies to the task's reference kernel (`agent.nki_mistakes`) is in
 the first draft with probability `mistake_rate`. On feedback (a tool's answer, or the next user turn) it
