@@ -156,6 +156,8 @@ def test_the_reference_is_timed_once_per_task_whatever_the_verdicts(task: Task) 
     assert costs["evaluations"]["n"] == 5 and costs["reference"]["n"] == 1  # the one job that measured it
     assert costs["timing"]["n"] == 2 and costs["correctness"]["n"] == 5 and costs["fork_teardown"]["n"] == 5
     assert all(row["total"] >= row["build"] + row["correctness"] + row["fork_teardown"] for row in pair.cost_log)
+    assert costs["spawn"]["n"] == 5 and costs["teardown"]["n"] == 5  # the supervisor's own parts, measured
+    assert all(row["spawn"] + row["teardown"] <= row["fork_teardown"] + 1e-3 for row in pair.cost_log)
 
 
 def test_a_prefetched_reference_is_ready_before_the_first_candidate(task: Task) -> None:

@@ -5,7 +5,10 @@ Parts: the judge's stages (static, build, init, correctness, timing; timed calls
 requests, and profile settling, untimed calls profiled until the coverage is settled, are parts of timing), the
 reference timing measured for this evaluation (once per task and settings, by the pool), and fork and
 teardown: the rest of the evaluation's wall time seen from the pool (forking the judge and the candidate,
-confining them, killing and reaping them, the supervisor's messages)."""
+confining them, killing and reaping them, the supervisor's messages). Fork and teardown is split further where
+the supervisor measured it: spawn (from taking the job to the judge's first stage: handing the job to a judge
+forked ahead, its candidate's confinement) and teardown (from the verdict to the worker being free again:
+killing the pair, reading the output, removing the scratch)."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 STAGES = ("static", "build", "init", "correctness", "timing")
-PARTS = (*STAGES, "timed_calls", "profile_settling", "reference", "fork_teardown", "gym_own", "total")
+PARTS = (*STAGES, "timed_calls", "profile_settling", "reference", "fork_teardown", "spawn", "teardown", "gym_own", "total")
 
 
 def cost_breakdown(result: Any, wall_s: float, reference_s: float = 0.0) -> dict[str, float]:
@@ -24,6 +27,8 @@ def cost_breakdown(result: Any, wall_s: float, reference_s: float = 0.0) -> dict
     in_job = float(result.costs.get("reference", 0.0))
     parts["timed_calls"] = float(result.costs.get("timed_calls", 0.0))
     parts["profile_settling"] = float(result.costs.get("profile_settling", 0.0))
+    parts["spawn"] = float(result.costs.get("spawn", 0.0))
+    parts["teardown"] = float(result.costs.get("teardown", 0.0))
     parts["reference"] = reference_s + in_job
     parts["fork_teardown"] = max(0.0, wall_s - sum(parts[name] for name in STAGES) - in_job)
     parts["total"] = wall_s + reference_s

@@ -43,7 +43,7 @@ from kernelrl.train.job import eval_config, load_weights, run_train, save_weight
 from kernelrl.train.logs import read_metrics
 from kernelrl.train.model import build_model
 from kernelrl.train.nki_family import NkiChainFamily
-from kernelrl.train.rollout import EvalCache, collect_episodes, generate_answers
+from kernelrl.train.rollout import EvalCache, collect_episodes, judge_answers
 from kernelrl.train.sft import sft_train
 from kernelrl.train.task_family import make_family
 
@@ -103,6 +103,11 @@ def sft_checkpoint(cfg: TrainConfig, family: NkiChainFamily, cache: EvalCache, p
 # ----------------------------------------------------------------------------------- (a) tools vs best-of-k
 
 
+def _correct(r: EvalResult | None) -> bool:
+    """A verdict that passed (None: the answer held no code)."""
+    return r is not None and r.correct
+
+
 def _compiled(r: EvalResult | None) -> float:
     return float(r is not None and get_reward("compile")(r) > 0)
 
@@ -111,20 +116,18 @@ def best_of_k(engine: Engine, tok: Any, cache: EvalCache, items: list[Hashable],
               episodes: int, k: int) -> dict[str, Any]:
     """Per (item, episode) k independent samples: solved when any is correct (k gym calls); pass@1 and compile
     rate over all samples; the resample-fix rate P(sample 2 correct | sample 1 wrong)."""
-    answers = generate_answers(engine, tok, items, samples=episodes * k, max_new_tokens=cfg.rl.max_new_tokens,
-                               seed=cfg.seed + 101, family=cache.family)
-    futs = [[cache.submit(c, a) for a in per] for c, per in zip(items, answers, strict=True)]
-    res = [[f.result() for f in per] for per in futs]
+    res = [[s.result for s in per] for per in judge_answers(engine, tok, cache, items, samples=episodes * k,
+                                                             max_new_tokens=cfg.rl.max_new_tokens, seed=cfg.seed + 101)]
     solved, first_wrong, second_ok = [], 0, 0
     for per in res:
         for e in range(episodes):
             draws = per[e * k:(e + 1) * k]
-            solved.append(any(r.correct for r in draws))
-            if not draws[0].correct:
+            solved.append(any(_correct(r) for r in draws))
+            if not _correct(draws[0]):
                 first_wrong += 1
-                second_ok += bool(draws[1].correct)
+                second_ok += _correct(draws[1])
     flat = [r for per in res for r in per]
-    return {"solved": _mean(solved), "pass_at_1": _mean(r.correct for r in flat),
+    return {"solved": _mean(solved), "pass_at_1": _mean(_correct(r) for r in flat),
             "compile_rate": _mean(_compiled(r) for r in flat), "calls_mean": float(k),
             "second_try_fixes": second_ok / first_wrong if first_wrong else None, "first_wrong": first_wrong,
             "episodes": len(solved)}
@@ -154,10 +157,9 @@ def feedback_loop(engine: Engine, tok: Any, cache: EvalCache, items: list[Hashab
 
 def heldout_rates(engine: Engine, tok: Any, cache: EvalCache, items: list[Hashable], cfg: TrainConfig) -> dict[str, float]:
     """Held-out sampled pass and compile rates (`eval.heldout_samples` answers per item, temperature 1)."""
-    answers = generate_answers(engine, tok, items, samples=cfg.eval.heldout_samples,
-                               max_new_tokens=cfg.rl.max_new_tokens, seed=cfg.seed + 17, family=cache.family)
-    res = [cache.submit(c, a).result() for c, per in zip(items, answers, strict=True) for a in per]
-    return {"pass_rate": _mean(r.correct for r in res), "compile_rate": _mean(_compiled(r) for r in res),
+    res = [s.result for per in judge_answers(engine, tok, cache, items, samples=cfg.eval.heldout_samples,
+                                             max_new_tokens=cfg.rl.max_new_tokens, seed=cfg.seed + 17) for s in per]
+    return {"pass_rate": _mean(_correct(r) for r in res), "compile_rate": _mean(_compiled(r) for r in res),
             "n": float(len(res))}
 
 
