@@ -206,22 +206,25 @@ class CandidateProcess:
             return "the candidate process closed its channel to the evaluator"
         return self._describe_exit(status)
 
-    def send_arena(self, name: str, tensors: dict[str, torch.Tensor], inputs: dict[str, Any]) -> Arena:
-        """Ship `tensors` in a new shared-memory arena named `name` (replacing an older one of that name)."""
+    def send_arena(self, name: str, tensors: dict[str, torch.Tensor], inputs: dict[str, Any],
+                   read_only: bool = False) -> Arena:
+        """Ship `tensors` in a new shared-memory arena named `name` (replacing an older one of that name);
+        `read_only`: sealed so that only this process can write it (`Arena.create`)."""
         if name in self.arenas:
             self.arenas.pop(name).close()
-        arena = self.arenas[name] = Arena.create(tensors)
+        arena = self.arenas[name] = Arena.create(tensors, read_only=read_only)
         self.request({"op": "arena", "name": name, "arena": arena.describe(), "inputs": inputs}, [arena.fd])
         return arena
 
-    def send_inputs(self, name: str, sets: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        """Ship input sets; returns each set's arguments as the candidate sees them (views of the arena)."""
+    def send_inputs(self, name: str, sets: dict[str, list[Any]], read_only: bool = False) -> dict[str, list[Any]]:
+        """Ship input sets; returns each set's arguments as the candidate sees them (views of the arena,
+        writable here only, for refills, when `read_only`)."""
         tensors: dict[str, torch.Tensor] = {}
         try:
             encoded = {set_name: encode_value(list(values), tensors, f"{set_name}.") for set_name, values in sets.items()}
         except TypeError as exc:
             raise StageFailed(Status.RUNTIME_ERROR, f"the task's get_inputs(): {exc}") from None
-        arena = self.send_arena(name, tensors, encoded)
+        arena = self.send_arena(name, tensors, encoded, read_only)
         return {set_name: decode_value(args, arena.tensors) for set_name, args in encoded.items()}
 
     def read_outputs(self, calls: list[int], spot: SpotPlan | None = None) -> list[Any]:

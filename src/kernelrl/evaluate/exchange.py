@@ -4,6 +4,11 @@
   (`memfd_create`) holding contiguous tensors, its descriptor passed over a Unix socket (SCM_RIGHTS).
   The candidate maps it and computes on the tensors in place (no copy); the judge keeps private copies
   of everything it wrote, so a candidate that scribbles on the arena changes nothing the judge trusts.
+  A `read_only` arena (the timing slots) is sealed before its descriptor leaves the judge
+  (F_SEAL_FUTURE_WRITE, SHRINK, GROW, SEAL): the kernel then refuses the candidate every way to write it
+  (a writable shared mapping, mprotect of a read-only one, write/pwrite/fallocate, a reopened
+  /proc/self/fd), while the judge's own writable mapping, made before the seal, keeps working for refills.
+  A candidate that writes its inputs there faults; the judge need not compare them afterwards.
 - Outputs travel candidate -> judge by the judge reading the candidate's memory (`read_remote`,
   `process_vm_readv`) at the addresses the call's reply reports, while the candidate is stopped
   (`candidate_process`). A lying address only makes the candidate's own answer wrong; nothing is
@@ -14,16 +19,20 @@
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import json
 import mmap
 import os
 import socket
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 ALIGN = 64
+F_SEAL_FUTURE_WRITE = 0x0010  # Linux >= 5.1; not named by Python's fcntl module
+READ_ONLY_SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | F_SEAL_FUTURE_WRITE
 MAX_LINE_BYTES = 4 * 2**20  # a candidate's reply larger than this is garbage
 
 _DTYPES = {str(d).removeprefix("torch."): d for d in (
@@ -63,25 +72,39 @@ class Arena:
 
     def __init__(self, fd: int, size: int, layout: dict[str, Slot], writable: bool = True) -> None:
         self.fd, self.size, self.layout = fd, size, layout
-        self._map = mmap.mmap(fd, max(size, ALIGN), prot=mmap.PROT_READ | mmap.PROT_WRITE)
-        base = torch.frombuffer(self._map, dtype=torch.uint8)
+        self._map = mmap.mmap(fd, max(size, ALIGN), prot=mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0))
+        with warnings.catch_warnings():  # a read-only mapping: torch warns that its tensors are not writable
+            warnings.simplefilter("ignore", UserWarning)
+            base = torch.frombuffer(self._map, dtype=torch.uint8)
         self.tensors: dict[str, torch.Tensor] = {
             name: base[s.offset : s.offset + s.nbytes].view(dtype_from_name(s.dtype)).view(s.shape)
             for name, s in layout.items()
         }
 
     @classmethod
-    def create(cls, tensors: dict[str, torch.Tensor]) -> Arena:
-        """A new arena holding copies of `tensors` (moved to the CPU, made contiguous)."""
+    def create(cls, tensors: dict[str, torch.Tensor], read_only: bool = False) -> Arena:
+        """A new arena holding copies of `tensors` (moved to the CPU, made contiguous). `read_only`: sealed
+        against every writer but this mapping (module docstring) before anyone else can hold it."""
         layout, offset = {}, 0
         for name, t in tensors.items():
             layout[name] = Slot(offset, dtype_name(t.dtype), list(t.shape))
             offset += -(-layout[name].nbytes // ALIGN) * ALIGN
-        fd = os.memfd_create("kernelrl-arena", os.MFD_CLOEXEC)
+        fd = os.memfd_create("kernelrl-arena", os.MFD_CLOEXEC | (os.MFD_ALLOW_SEALING if read_only else 0))
         os.ftruncate(fd, max(offset, ALIGN))
         for name, t in tensors.items():  # written through the file: no page faults in a fresh mapping
             _write_at(fd, t.detach().to("cpu").contiguous(), layout[name].offset)
-        return cls(fd, offset, layout)
+        arena = cls(fd, offset, layout)  # the judge's writable mapping, made before the seal
+        if read_only:
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, READ_ONLY_SEALS)
+        return arena
+
+    @staticmethod
+    def sealed_read_only(fd: int) -> bool:
+        """Whether file `fd` carries the seals of a read-only arena (no new writer can appear)."""
+        try:
+            return fcntl.fcntl(fd, fcntl.F_GET_SEALS) & READ_ONLY_SEALS == READ_ONLY_SEALS
+        except OSError:  # not a memfd, or one created without sealing
+            return False
 
     def describe(self) -> dict[str, Any]:
         return {"size": self.size, "layout": {k: [s.offset, s.dtype, s.shape] for k, s in self.layout.items()}}
@@ -96,7 +119,7 @@ class Arena:
         for s in layout.values():
             if s.offset < 0 or s.offset + s.nbytes > size:
                 raise ValueError("arena slot out of bounds")
-        return cls(fd, size, layout)
+        return cls(fd, size, layout, writable=not cls.sealed_read_only(fd))
 
     def close(self) -> None:
         self.tensors.clear()

@@ -13,7 +13,6 @@ from typing import Any
 import torch
 
 from kernelrl.evaluate.candidate_client import CandidateProcess
-from kernelrl.evaluate.guards import mutated
 
 MAX_SLOTS = 1000  # a request never repeats a slot, so k is at most the slot count
 SLOT_BYTES = 32 * 2**20  # input copies shared with the candidate for timing
@@ -33,9 +32,10 @@ class InputSlots:
 
     Refilled slots are made as requests need them (`grow`: k + 1, at least MIN_SLOT_SET_BYTES, at most
     SLOT_BYTES); each refill keeps the sets about equally held (so `changing_order` can always change
-    the set from call to call) and checks, before it writes, that the slot still holds what the judge
-    put there. Slots on a device are never refilled (the candidate's copies live there): all the budget
-    allows are made at once."""
+    the set from call to call) and writes only the elements two sets differ in. The slots are read-only
+    to the candidate (sealed arenas, `exchange.Arena`): a slot holds what the judge wrote there, with no
+    comparison needed, and a call that writes its inputs faults. Slots on a device are never refilled
+    (the candidate's copies live there): all the budget allows are made at once."""
 
     def __init__(self, process: CandidateProcess, sets: dict[str, list[Any]], rng: random.Random, on_device: bool,
                  scattered: dict[str, list[torch.Tensor | None]] | None = None) -> None:
@@ -45,14 +45,12 @@ class InputSlots:
         self.process, self.sets, self.names, self.rng = process, sets, list(sets), rng
         self.scattered = scattered
         self.between: dict[tuple[str, str], list[torch.Tensor | None]] = {}
-        self.private = {name: to_cpu(values) for name, values in sets.items()}  # what a slot must hold
         in_bytes = max(1, sum(x.numel() * x.element_size() for x in sets[self.names[0]] if isinstance(x, torch.Tensor)))
         self.capacity = max(len(self.names), min(MAX_SLOTS, SLOT_BYTES // in_bytes))
         self.refillable = not on_device and len(self.names) > 1  # device copies live in the candidate
         self.content: dict[str, str] = {}
         self.shared: dict[str, list[Any]] = {}
         self.arenas = 0
-        self.was_mutated = False
         self.previous = ""  # the set the last call held
         least = max(len(self.names), min(self.capacity, MIN_SLOT_SET_BYTES // in_bytes))
         self.grow(least if self.refillable else self.capacity)
@@ -71,7 +69,8 @@ class InputSlots:
             name = min(self.names, key=held.__getitem__)
             held[name] += 1
             new[f"x{j}"] = name
-        self.shared |= self.process.send_inputs(f"slots{self.arenas}", {slot: self.sets[name] for slot, name in new.items()})
+        self.shared |= self.process.send_inputs(f"slots{self.arenas}", {slot: self.sets[name] for slot, name in new.items()},
+                                                read_only=True)
         self.arenas += 1
         self.content |= new
 
@@ -83,24 +82,22 @@ class InputSlots:
         return order
 
     def refill(self, used: list[str]) -> None:
-        """Give each used slot the values of another set (one of those held least), in place, after
-        checking that the slot still holds the set the judge put there."""
+        """Give each used slot the values of another set (one of those held least), in place (the slot still
+        holds the set the judge put there: the candidate cannot write it)."""
         if not self.refillable:
             return
         held = self._held()
         for slot in dict.fromkeys(used):
             old, target = self.content[slot], self.shared[slot]
-            changed = mutated(self.private[old], target)
-            self.was_mutated = self.was_mutated or changed
             others = [name for name in self.names if name != old]
             fewest = min(held[name] for name in others)
             new = self.rng.choice([name for name in others if held[name] == fewest])
             held[old], held[new] = held[old] - 1, held[new] + 1
             between = self._between(old, new)
             for i, (into, source, was) in enumerate(zip(target, self.sets[new], self.sets[old], strict=True)):
-                if not isinstance(into, torch.Tensor) or (source is was and not changed):  # sets share this input
+                if not isinstance(into, torch.Tensor) or source is was:  # sets share this input
                     continue
-                if changed or between[i] is None or not _copy_elements(into, source, between[i]):
+                if between[i] is None or not _copy_elements(into, source, between[i]):
                     into.copy_(source)
             self.content[slot] = new
 
@@ -115,11 +112,6 @@ class InputSlots:
                 self.between[a, b] = [None if pa[i] is None or pb[i] is None else torch.cat([pa[i], pb[i]]).unique()
                                       for i in range(count)]
         return self.between[a, b]
-
-    def mutated(self) -> bool:
-        """Whether a call changed its inputs: a used slot differed (bitwise) from the set the judge had put
-        there when it was refilled, or a slot differs now."""
-        return self.was_mutated or any(mutated(self.private[name], self.shared[slot]) for slot, name in self.content.items())
 
     def _held(self) -> dict[str, int]:
         held = dict.fromkeys(self.names, 0)

@@ -1,5 +1,5 @@
 # redteam-class: input-mutation
-# redteam-expect: rejected
+# redteam-expect: rejected|crashed
 # redteam-task: scaled_relu
 # redteam-reason: input-mutation|stale-output
 import torch
