@@ -333,12 +333,12 @@ class Judge:
         # The first set is the base itself: every other set differs from it in its own positions only.
         sets, scattered = {"s0": base}, {"s0": [_NO_POSITIONS if isinstance(x, torch.Tensor) else None for x in base]}
         expected = {"s0": _flat_tensors(to_cpu(self.reference_forward(ref_model, base)))}
-        finite = [t.isfinite() if t.is_floating_point() else None for t in expected["s0"]]
+        finite = [_finite_mask(t) for t in expected["s0"]]
         other = self.inputs(cfg.correctness_trials + 1) if cfg.timing_input_sets > 1 else base  # each set takes its own positions of it
         for i in range(1, cfg.timing_input_sets):
             mixed, positions = scatter_elements(base, other, self.spot.generator)
             outputs = _flat_tensors(to_cpu(self.reference_forward(ref_model, mixed)))
-            if any(f is not None and not bool(o.isfinite()[f].all()) for f, o in zip(finite, outputs, strict=False)):
+            if any(not _finite_where(o, f) for f, o in zip(finite, outputs, strict=False)):
                 return self._independent_sets(ref_model)
             sets[f"s{i}"], scattered[f"s{i}"], expected[f"s{i}"] = mixed, positions, outputs
         return sets, expected, scattered
@@ -568,6 +568,24 @@ def task_failure(what: str, exc: BaseException) -> StageFailed:
 
 def _input_bytes(inputs: list[Any]) -> int:
     return sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+
+
+def _finite_mask(t: torch.Tensor) -> torch.Tensor | bool | None:
+    """Where float tensor `t` is finite: True when everywhere (the usual case, no mask kept); None for other dtypes."""
+    if not t.is_floating_point():
+        return None
+    mask = t.isfinite()
+    return True if bool(mask.all()) else mask
+
+
+def _finite_where(t: torch.Tensor, mask: torch.Tensor | bool | None) -> bool:
+    """Whether `t` is finite wherever `mask` (from `_finite_mask`) says the base output was (a shape that
+    differs from the mask's: finite everywhere)."""
+    if mask is None:
+        return True
+    if mask is True or mask.shape != t.shape:
+        return bool(t.isfinite().all())
+    return bool(t.isfinite().logical_or_(~mask).all())
 
 
 def seed_torch(seed: int) -> None:

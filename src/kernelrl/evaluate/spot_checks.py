@@ -59,12 +59,24 @@ def differing_positions(expected: list[list[torch.Tensor]], cap: int = 1 << 16) 
         for other in expected[1:]:
             if leaf < len(other) and other[leaf].shape == want.shape:
                 o = other[leaf].reshape(-1)
-                mask |= ~((o == flat) | (o.isnan() & flat.isnan()))
+                mask |= _not_same_bits(o, flat) if o.dtype == flat.dtype else ~((o == flat) | (o.isnan() & flat.isnan()))
         positions = mask.nonzero().reshape(-1)
         if len(positions) > cap:
             positions = positions[torch.randperm(len(positions))[:cap]].sort().values
         found[leaf] = positions
     return found
+
+
+_SAME_WIDTH_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _not_same_bits(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Where two flat tensors of one dtype differ bit for bit (one pass; NaNs alike but for their payloads,
+    and -0.0 / +0.0, count as differing: more positions to check, never fewer)."""
+    as_int = _SAME_WIDTH_INT.get(a.element_size())
+    if as_int is None or a.is_complex() or a.dtype == torch.bool:
+        return ~((a == b) | (a.isnan() & b.isnan())) if a.is_floating_point() else a != b
+    return a.contiguous().view(as_int) != b.contiguous().view(as_int)
 
 
 @dataclass
