@@ -57,18 +57,21 @@ def test_no_information_feedback_ignores_the_verdict(pool: EvalPool, family: Nki
     chain = CHAINS[1]
     rng = random.Random(1)
     bad = {m: cache.submit(chain, nc.corrupt(chain, m, rng)).result() for m in ("hbm_compute", "no_store")}
-    gym = {m: family.feedback_text(r, [5, 6]) for m, r in bad.items()}
+    gym = {m: family.protocol.feedback_text(r, [5, 6]) for m, r in bad.items()}
     assert gym["hbm_compute"] != gym["no_store"]  # the gym's feedback tells the two apart
     texts = ["\nresult: A\nfix:", "\nresult: B\nfix:", "\nresult: C\nfix:"]
     blind = family.with_feedback("shuffled", texts)
-    same_ids = {m: blind.feedback_text(r, [5, 6]) for m, r in bad.items()}
+    same_ids = {m: blind.protocol.feedback_text(r, [5, 6]) for m, r in bad.items()}
     assert same_ids["hbm_compute"] == same_ids["no_store"] and same_ids["no_store"] in texts
-    drawn = {blind.feedback_text(bad["no_store"], [i]) for i in range(40)}
+    drawn = {blind.protocol.feedback_text(bad["no_store"], [i]) for i in range(40)}
     assert drawn == set(texts)  # every pool text comes up, whatever the verdict
     _, tok = build_model(ModelConfig(vocab_size=512), family.tokenizer_corpus(), 0)
     ids = tok.encode(" t = nl.load(x[r, f])", add_special_tokens=False)
-    assert tok.decode(blind.next_turn_ids(tok, bad["hbm_compute"], ids)) == blind.feedback_text(None, ids)  # what the rollout appends
-    assert tok.decode(family.next_turn_ids(tok, bad["hbm_compute"], ids)) == gym["hbm_compute"]
+    # What the episode loop appends after a verdict (EngineDriver calls the family's protocol.feedback_ids):
+    # a merge once left the pool on the family, where the loop never looked, and both arms got the gym's feedback.
+    assert tok.decode(blind.protocol.feedback_ids(tok, bad["hbm_compute"], ids)) == blind.protocol.feedback_text(None, ids)
+    assert tok.decode(family.protocol.feedback_ids(tok, bad["hbm_compute"], ids)) == gym["hbm_compute"]
+    assert blind.protocol.feedback_ids(tok, bad["hbm_compute"], ids) != family.protocol.feedback_ids(tok, bad["hbm_compute"], ids)
     assert blind.heldout_items is family.heldout_items and blind.task(chain) is family.task(chain)
     with pytest.raises(ValueError, match="feedback_mode"):
         NkiChainFamily([], [], feedback_mode="none")

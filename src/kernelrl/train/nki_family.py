@@ -15,7 +15,7 @@ import random
 import re
 import zlib
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from kernelrl.agent.episode_protocol import EpisodeProtocol, Verdict
@@ -60,8 +60,22 @@ class NkiChainProtocol(EpisodeProtocol):
     def extract(self, text: str) -> str | None:
         raise NotImplementedError("the candidate depends on the chain: use NkiChainFamily.candidate(item, text)")
 
+    #: "shuffled" mode (the no-information control): real feedback texts of failed drafts, one drawn per turn
+    feedback_pool: list[str] = field(default_factory=list)
+
     def feedback(self, result: Verdict, count: TokenCounter | None = None) -> str:
         return short_feedback(result)
+
+    def feedback_text(self, result: Verdict, response_ids: list[int] | None = None) -> str:
+        """The next turn's feedback: the verdict's line, or in "shuffled" mode a pool text drawn from the answer's
+        tokens alone (the same answer always draws the same text, whatever its verdict)."""
+        if self.feedback_pool:
+            return random.Random(zlib.crc32(repr(response_ids).encode())).choice(self.feedback_pool)
+        return self.feedback(result)
+
+    def feedback_ids(self, tok: Any, result: Verdict, response_ids: list[int]) -> list[int]:
+        """What the episode loop appends after a verdict (`EngineDriver`): `feedback_text` as the next turn."""
+        return self.next_turn_ids(tok, self.feedback_text(result, response_ids), response_ids)
 
 
 class NkiChainFamily:
@@ -79,7 +93,6 @@ class NkiChainFamily:
         self.rows, self.cols = rows, cols
         self.protocol = NkiChainProtocol()
         self.feedback_mode = feedback_mode
-        self.feedback_pool: list[str] = []  # for "shuffled": real feedback texts of failed drafts
         self._tasks: dict[Hashable, Task] = {}
 
     @classmethod
@@ -92,7 +105,8 @@ class NkiChainFamily:
         """The same family (same items, same tasks) with another feedback mode and pool."""
         other = NkiChainFamily([], [], self.rows, self.cols, feedback_mode=mode)
         other.train_items, other.heldout_items, other._tasks = self.train_items, self.heldout_items, self._tasks
-        other.feedback_pool = list(pool)
+        if mode == "shuffled":  # the episode loop asks the protocol for feedback: the pool lives there
+            other.protocol = NkiChainProtocol(feedback_pool=list(pool))
         return other
 
     def task(self, item: Hashable) -> Task:
@@ -134,16 +148,7 @@ class NkiChainFamily:
             if result.correct:  # a mistake that happens to be harmless (e.g. relu dropped before abs)
                 continue
             bad_ids = encode_answer(tok, bad)
-            ctx = self.prompt_ids(tok, c) + bad_ids + self.next_turn_ids(tok, result, bad_ids)
+            ctx = self.prompt_ids(tok, c) + bad_ids + self.protocol.feedback_ids(tok, result, bad_ids)
             pairs.append((ctx, encode_answer(tok, nc.solution(cast(tuple[str, ...], c)))))
             texts.append(short_feedback(result))
         return pairs, texts
-
-    def feedback_text(self, result: EvalResult | None, response_ids: list[int] | None = None) -> str:
-        if self.feedback_mode == "shuffled" and self.feedback_pool:
-            rng = random.Random(zlib.crc32(repr(response_ids).encode()))
-            return rng.choice(self.feedback_pool)
-        return short_feedback(result)
-
-    def next_turn_ids(self, tok: Any, result: EvalResult | None, response_ids: list[int]) -> list[int]:
-        return self.protocol.next_turn_ids(tok, self.feedback_text(result, response_ids), response_ids)
