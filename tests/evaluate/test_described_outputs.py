@@ -406,7 +406,11 @@ def test_a_server_patched_to_reply_before_the_work_is_done_is_caught(pool: EvalP
     assert result.status in (Status.REJECTED, Status.INCORRECT) and "stale-output" in result.error, result.feedback
 
 
-def test_a_kernel_that_joins_its_std_threads_passes_under_the_default_policy(task: Task) -> None:
+def test_a_kernel_that_joins_its_std_threads_passes_under_the_default_policy() -> None:
+    # 1M elements, so that each thread's share of the work outweighs the forward's calls into torch
+    # (`empty_like`, `contiguous`): on 64k elements, three threads computed for less time than libtorch
+    # spent dispatching, and a loaded machine's profile could fall under the coverage threshold.
+    task = Task(id="test/scaled_relu_1m", source=C.RELU_TASK.replace("n = 4096", "n = 1 << 20"))
     with EvalPool(workers=1) as strict:
         result = strict.evaluate(task, Candidate(STD_THREAD_ROWS))
     assert result.status == Status.OK, result.feedback
