@@ -10,7 +10,9 @@ equal FLOPs over three model sizes, the gap to byte-only against size; minutes o
 best-of-k at equal gym calls and vs no-information feedback, GRPO with the compile vs the execution reward from
 one SFT checkpoint per seed; seeds 0-2) and ``direct-opd``
 (weak-to-strong Direct-OPD: a weak teacher pair's shift applied to a stronger student, vs step-matched RL
-and reverse KL to the teacher, top-K and two sequential shifts; seeds 0-2, ~10 min on 2 cores).
+and reverse KL to the teacher, top-K and two sequential shifts; seeds 0-2, ~10 min on 2 cores) and ``cuda-agent``
+(CUDA Agent's stages on the ``cuda-agent-tiny`` preset per seed, and the ablation without RFT and critic
+pretraining branched from each seed's warm-up checkpoint; paired stage-to-stage and arm differences; ~13 min a seed).
 Every target writes ``results.json`` (revision, config, every seed's numbers, wall time) and renders its report
 from that file alone. `--smoke` runs a seconds-sized version; `key=value` pairs right after the target (or `--set key=value`,
 anywhere) override the config.
@@ -22,7 +24,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-TARGETS = ("drkernel", "proxy", "nki-agent", "direct-opd")
+TARGETS = ("drkernel", "proxy", "nki-agent", "direct-opd", "cuda-agent")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("target", choices=TARGETS)
     p.add_argument("--out", default=None, help="run directory (default runs/repro-<target>)")
     p.add_argument("--smoke", action="store_true", help="a seconds-sized run (for tests)")
-    p.add_argument("--seeds", default=None, help="drkernel, direct-opd, nki-agent: comma-separated seeds (default 0,1,2; --smoke: 0)")
+    p.add_argument("--seeds", default=None, help="drkernel, direct-opd, nki-agent, cuda-agent: comma-separated seeds (default 0,1,2; --smoke: 0)")
     p.add_argument("--print-config", action="store_true", help="print the resolved training config and exit")
     p.add_argument("--report-only", action="store_true", help="re-render report.md and the plot from --out's results.json")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="training config overrides, e.g. rl.steps=4")
@@ -76,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
         return run_nki_agent(args)
     if args.target == "direct-opd":
         return run_direct_opd(args)
+    if args.target == "cuda-agent":
+        return run_cuda_agent(args)
     from kernelrl.repro.drkernel import repro_config, rewrite_report, run_drkernel
 
     cfg = repro_config(args.smoke, [*args.overrides, *args.set])
@@ -156,4 +160,26 @@ def run_direct_opd(args: argparse.Namespace) -> int:
         f"{arm} {s[arm]['sampled_pass_rate']:.3f} ({s[arm]['sampled_pass_rate_change']:+.3f})"
         for arm in ("direct_opd", "direct_opd_topk", "reverse_kl", "rl", "sequential")))
     print(f"report: {out}/report.md ({res['times']['total_s']:.0f} s)")
+    return 0
+
+
+def run_cuda_agent(args: argparse.Namespace) -> int:
+    import sys
+
+    from kernelrl.repro.cuda_agent import repro_config
+    from kernelrl.repro.cuda_agent import run_cuda_agent as run_all
+    from kernelrl.repro.cuda_agent_report import rewrite_report
+
+    out = _out_dir(args)
+    try:
+        cfg = repro_config(args.smoke, [*args.overrides, *args.set])
+        if _print_config_or_report(args, cfg, rewrite_report, out):
+            return 0
+        res = run_all(cfg, out, seeds=_seeds(args))
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"kernelrl repro cuda-agent: {exc}", file=sys.stderr)
+        return 2
+    for name, c in res["comparisons"].items():
+        print(f"{name}: {c['mean']:+.3f} over {c['n']} seed(s): {c['verdict']}")
+    print(f"report: {out}/report.md ({res['wall_s']:.0f} s)")
     return 0

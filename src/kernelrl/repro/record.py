@@ -36,6 +36,7 @@ CODE: dict[str, tuple[str, ...]] = {
     "proxy": ("src/kernelrl/repro/proxy.py", "src/kernelrl/proxy", "src/kernelrl/config_system.py"),
     "nki-agent": ("src/kernelrl/repro/nki_agent.py", "src/kernelrl/repro/stats.py", "src/kernelrl/nki",
                   "src/kernelrl/agent", *_TRAINING),
+    "cuda-agent": ("src/kernelrl/repro/cuda_agent.py", "src/kernelrl/repro/stats.py", *_TRAINING),
     "cuda_agent_tiny": ("bench/bench_cuda_agent_tiny.py", *_TRAINING),
     "main_job_tiny_cpu": ("bench/bench_main_job.py", *_TRAINING),
 }
@@ -206,7 +207,7 @@ def render_report(name: str, record: dict[str, Any]) -> str:
     import importlib
 
     module = {"drkernel": "drkernel", "direct-opd": "direct_opd_report", "proxy": "proxy_report",
-              "nki-agent": "nki_agent_report"}[name]
+              "nki-agent": "nki_agent_report", "cuda-agent": "cuda_agent_report"}[name]
     return importlib.import_module(f"kernelrl.repro.{module}").report(record)
 
 
@@ -215,7 +216,7 @@ def report_problems(path: Path, data: dict[str, Any]) -> list[str]:
     gives that report (else it was edited by hand, or rendered from other numbers)."""
     name = data.get("repro")
     report = path.with_name(f"{name}-report.md")
-    if name not in ("drkernel", "direct-opd", "proxy", "nki-agent") or not report.is_file():
+    if name not in ("drkernel", "direct-opd", "proxy", "nki-agent", "cuda-agent") or not report.is_file():
         return []
     try:
         same = render_report(name, data) == report.read_text()
