@@ -81,19 +81,33 @@ def test_smoke_repro_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert len(r["sizes"]) >= 3 and "tokenizer-only" in r["arms"] and "bytes" in r["arms"]
     params = [s["non_embedding_params"] for s in r["sizes"]]
     assert params == sorted(params) and len(set(params)) == len(params)
-    for i, size in enumerate(r["sizes"]):
-        arms = {a["name"]: a for a in size["arms"]}
-        assert list(arms) == r["arms"]
-        for name, arm in arms.items():
-            assert math.isfinite(arm["final_bpb"]) and arm["final_bpb"] == r["bpb"][name][i]
-            assert size["budget_flops"] - arm["flops"] / arm["steps"] < arm["flops"] <= size["budget_flops"]
-            if name != "bytes":
-                assert r["gaps"][name][i] == pytest.approx(arm["final_bpb"] - arms["bytes"]["final_bpb"])
-        assert arms["tokenizer-only"]["mix"]["raw_tokens"] == 0  # never sees a raw byte
-        assert arms["tokenizer-only"]["mix"]["compressed_docs"] > 0 and arms["bytes"]["mix"]["compressed_docs"] == 0
+    # The tokenizer's bigger head buys fewer steps at equal FLOPs: those arms also train at byte-only's steps.
+    assert r["equal_step_arms"] == ["tokenizer", "tokenizer-only"] and r["seed_list"] == [0, 1]
+    for d in r["seeds"].values():
+        for i, size in enumerate(d["sizes"]):
+            arms = {a["name"]: a for a in size["arms"]}
+            assert list(arms) == r["arms"]
+            for name, arm in arms.items():
+                assert math.isfinite(arm["final_bpb"]) and arm["final_bpb"] == d["bpb"][name][i]
+                if name.endswith(" @steps"):
+                    assert arm["steps"] == arms["bytes"]["steps"]
+                else:
+                    assert size["budget_flops"] - arm["flops"] / arm["steps"] < arm["flops"] <= size["budget_flops"]
+                if name != "bytes":
+                    assert d["gaps"][name][i] == pytest.approx(arm["final_bpb"] - arms["bytes"]["final_bpb"])
+            assert arms["tokenizer-only"]["mix"]["raw_tokens"] == 0  # never sees a raw byte
+            assert arms["tokenizer-only"]["mix"]["compressed_docs"] > 0 and arms["bytes"]["mix"]["compressed_docs"] == 0
+            assert arms["tokenizer"]["steps"] < arms["bytes"]["steps"]
+    # Seeds differ (their own initialisation), and the tables are their means; the comparisons are paired over them.
+    assert r["seeds"]["0"]["bpb"]["bytes"] != r["seeds"]["1"]["bpb"]["bytes"]
+    assert r["bpb"]["gzip"][0] == pytest.approx((r["seeds"]["0"]["bpb"]["gzip"][0] + r["seeds"]["1"]["bpb"]["gzip"][0]) / 2)
+    c = r["comparisons"]["tokenizer: gain grows"]
+    assert c["n"] == 2 and c["diffs"][0] == pytest.approx(r["seeds"]["0"]["gaps"]["tokenizer"][0]
+                                                         - r["seeds"]["0"]["gaps"]["tokenizer"][-1])
+    assert "tokenizer-only @steps: gain grows" not in r["comparisons"] and "tokenizer @steps vs tokenizer-only" in r["comparisons"]
     report = (out / "report.md").read_text()
     assert f"{r['bpb']['tokenizer-only'][-1]:.4f}" in report and "Equal compute" in report
-    assert "as the model grows" in report and "proxy.png" in report
+    assert "as the model grows" in report and "proxy.png" in report and "Paired over seeds" in report
     assert (out / "proxy.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     (out / "report.md").unlink()
     assert main(["repro", "proxy", "--out", str(out), "--report-only"]) == 0

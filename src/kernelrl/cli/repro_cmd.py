@@ -5,7 +5,8 @@ seeds 0-2, paired differences with a 95% interval and a verdict; on the first se
 and without PR + PRS in hybrid mode, the self-inclusion weight demonstration, sequential test-time scaling;
 ~20-25 min on 2 cores),
 ``proxy`` (proxy compression: byte-only vs compressed-view arms vs a tokenizer-only baseline at
-equal FLOPs over three model sizes, the gap to byte-only against size; minutes on 2 cores),
+equal FLOPs, and at equal steps where the FLOPs buy other steps, over three model sizes and seeds 0-2: the gap
+to byte-only against size, paired over seeds; ~25 min a seed on 2 cores),
 ``nki-agent`` (NKI-Agent with a tiny model trained on the tiny NKI family: compile-verify-fix vs single-shot
 best-of-k at equal gym calls and vs no-information feedback, GRPO with the compile vs the execution reward from
 one SFT checkpoint per seed; seeds 0-2) and ``direct-opd``
@@ -33,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("target", choices=TARGETS)
     p.add_argument("--out", default=None, help="run directory (default runs/repro-<target>)")
     p.add_argument("--smoke", action="store_true", help="a seconds-sized run (for tests)")
-    p.add_argument("--seeds", default=None, help="drkernel, direct-opd, nki-agent, cuda-agent: comma-separated seeds (default 0,1,2; --smoke: 0)")
+    p.add_argument("--seeds", default=None, help="comma-separated seeds (default 0,1,2; --smoke: 0, proxy --smoke: 0,1)")
     p.add_argument("--print-config", action="store_true", help="print the resolved training config and exit")
     p.add_argument("--report-only", action="store_true", help="re-render report.md and the plot from --out's results.json")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="training config overrides, e.g. rl.steps=4")
@@ -132,7 +133,8 @@ def run_proxy(args: argparse.Namespace) -> int:
             rewrite_report(out)
             print(f"report: {out}/report.md")
             return 0
-        cfg = repro_config(args.smoke, [*args.overrides, *args.set])
+        seeds = [f"seeds=[{','.join(str(x) for x in _seeds(args))}]"] if args.seeds else []
+        cfg = repro_config(args.smoke, [*seeds, *args.overrides, *args.set])
         if args.print_config:
             print(cfg.to_yaml())
             return 0
@@ -142,6 +144,8 @@ def run_proxy(args: argparse.Namespace) -> int:
         return 2
     for arm, t in res["trends"].items():
         print(f"{arm}: gap to bytes {t['first']:+.4f} -> {t['last']:+.4f} (smallest -> largest size)")
+    for name, c in res["comparisons"].items():
+        print(f"{name}: {c['mean']:+.4f} over {c['n']} seed(s): {c['verdict']}")
     print(f"report: {out}/report.md ({res['wall_seconds']:.0f} s wall, {res['process_cpu_seconds']:.0f} s CPU)")
     return 0
 

@@ -161,8 +161,10 @@ def train_arms(
     budget: float,
     progress: Progress,
     label: str = "",
+    steps: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Train every view's arm with `cfg.model`'s shape for `budget` FLOPs; results in `views` order.
+    """Train every view's arm with `cfg.model`'s shape for `budget` FLOPs (or, with `steps`, every arm for
+    that many steps whatever it costs); results in `views` order.
 
     Arms reading raw bytes are scored on the raw validation bytes; the tokenizer-only arm on the
     tokenizer's ids of the same text, converted to bits per raw byte (`evaluate_symbol_bpb`).
@@ -172,10 +174,10 @@ def train_arms(
     plans = {}
     for arm, view in views.items():
         model_cfg = cfg.model.model_copy(update={"vocab_size": view.layout.vocab_size})
-        plans[arm] = (model_cfg, cfg.train.steps_for(model_cfg, budget))
+        plans[arm] = (model_cfg, steps if steps is not None else cfg.train.steps_for(model_cfg, budget))
     overall = progress.add_task(f"train {label}(all arms)", total=sum(s for _, s in plans.values()))
     results: list[dict[str, Any]] = []
-    for arm, (model_cfg, steps) in plans.items():
+    for arm, (model_cfg, arm_steps) in plans.items():
         view = views[arm]
         evaluator = None
         if arm == BASELINE:
@@ -190,21 +192,21 @@ def train_arms(
         else:
             mix = cfg.mix
         stream = MixedStream(corpus.train_docs, view.symbols, view.layout, mix, seed=cfg.seed)
-        task = progress.add_task(f"train {label}{arm}", total=steps)
+        task = progress.add_task(f"train {label}{arm}", total=arm_steps)
 
         def on_step(step: int, loss: float, task: Any = task, arm: str = arm) -> None:
             progress.update(task, completed=step, description=f"train {label}{arm} loss {loss:.3f}")
             progress.advance(overall)
 
-        def on_eval(point: CurvePoint, arm: str = arm, steps: int = steps) -> None:
+        def on_eval(point: CurvePoint, arm: str = arm, total: int = arm_steps) -> None:
             progress.console.print(
-                f"  {label}{arm}: step {point.step}/{steps}, val BPB {point.val_bpb:.4f}, {point.seconds:.0f} s"
+                f"  {label}{arm}: step {point.step}/{total}, val BPB {point.val_bpb:.4f}, {point.seconds:.0f} s"
             )
 
-        result = train_arm(arm, model_cfg, stream, val, cfg.train, steps, cfg.seed, on_step, on_eval, evaluator)
+        result = train_arm(arm, model_cfg, stream, val, cfg.train, arm_steps, cfg.seed, on_step, on_eval, evaluator)
         result.compressor = view.info
         results.append(result.as_dict())
-        progress.console.print(f"[bold]{label}{arm}[/]: val BPB (raw bytes) {result.final_bpb:.4f} after {steps} steps")
+        progress.console.print(f"[bold]{label}{arm}[/]: val BPB (raw bytes) {result.final_bpb:.4f} after {arm_steps} steps")
     return results
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelrl.proxy.config import BASELINE, TOKENS_ONLY
+from kernelrl.repro.stats import verdict_line
 
 
 def _size_name(s: dict[str, Any]) -> str:
@@ -26,6 +27,30 @@ def _verdict(arm: str, t: dict[str, Any], sizes: list[dict[str, Any]]) -> str:
         f"(change {t['change']:+.4f}, {t['slope_per_decade']:+.4f} per 10x params, {shape}): the gap "
         f"{size}, moving {side} as the model grows; {won}."
     )
+
+
+def _equal_steps_note(r: dict[str, Any]) -> list[str]:
+    arms = r.get("equal_step_arms") or []
+    if not arms:
+        return []
+    return [f"**Equal steps.** At equal FLOPs a bigger vocabulary's head buys fewer steps, and its share of the "
+            f"FLOPs shrinks as the model grows, which alone narrows a gap; so {', '.join(arms)} also train at the "
+            "byte-only arm's steps (`<arm> @steps`; where the FLOPs already bought those steps the run is the same).", ""]
+
+
+def _comparison_lines(r: dict[str, Any]) -> list[str]:
+    """One verdict line per paired comparison (a record without them: one seed, no intervals)."""
+    comparisons = r.get("comparisons") or {}
+    if not comparisons:
+        return ["One seed per cell: no intervals, and differences of a few hundredths of a bit are within noise."]
+    claims = {"gain grows": "{arm} gains on byte-only as the model grows (gap at the smallest size minus at the largest)",
+              "vs tokenizer-only": "{arm} rivals the tokenizer-only model at the largest size (its BPB minus the arm's)"}
+    lines = []
+    for name, summary in comparisons.items():
+        arm, _, kind = name.partition(": ") if ": " in name else name.partition(" vs ")
+        claim = claims["gain grows" if kind == "gain grows" else "vs tokenizer-only"].format(arm=arm)
+        lines.append(verdict_line(claim, summary, " BPB"))
+    return lines
 
 
 def report(r: dict[str, Any]) -> str:
@@ -55,6 +80,11 @@ def report(r: dict[str, Any]) -> str:
         "of arm). **Gap** = arm BPB - byte-only BPB "
         "(negative: the arm beats byte-only).",
         "",
+        f"**Seeds.** {len(r.get('seed_list', [0]))} training seed(s) ({', '.join(str(x) for x in r.get('seed_list', [0]))}): "
+        "each trains every arm at every size from its own initialisation and data order; the corpus, the split and "
+        "the compressors are the same for all. Tables show means over the seeds.",
+        "",
+        *_equal_steps_note(r),
         "| size (non-embedding params) | budget FLOPs | " + " | ".join(arms) + " |",
         "|---|---|" + "---|" * len(arms),
     ]
@@ -74,7 +104,7 @@ def report(r: dict[str, Any]) -> str:
         lines.append(f"| {_size_name(s)} | " + " | ".join(done[a] for a in arms) + " |")
     lines += ["", "## Direction of the effect", ""]
     lines += [_verdict(a, r["trends"][a], sizes) for a in gap_arms if a in r["trends"]]
-    proxies = [a for a in gap_arms if a != TOKENS_ONLY]
+    proxies = [a for a in gap_arms if not a.startswith(TOKENS_ONLY)]
     if TOKENS_ONLY in arms and proxies:
         last = len(sizes) - 1
         best = min(proxies, key=lambda a: r["bpb"][a][last])
@@ -82,10 +112,10 @@ def report(r: dict[str, Any]) -> str:
         rel = "below" if diff < 0 else "above"
         lines += ["", f"At the largest size the best proxy arm ({best}, {r['bpb'][best][last]:.4f}) is "
                   f"{abs(diff):.4f} BPB {rel} the tokenizer-only baseline ({r['bpb'][TOKENS_ONLY][last]:.4f})."]
+    lines += ["", "## Paired over seeds", "", *_comparison_lines(r)]
     lines += [
         "",
-        "One seed per cell and no repeats, so differences of a few hundredths of a bit are within noise; "
-        "the models are tiny and briefly trained, far below the scales the claim is about.",
+        "The models are tiny and briefly trained, far below the scales the claim is about.",
         "",
         "![BPB and gap against model size](proxy.png)",
         "",
