@@ -34,7 +34,7 @@ ROOT = RESULTS_DIR.parents[3]  # the source tree (a git checkout or not)
 
 def known_stale() -> dict[str, dict[str, str]]:
     """KNOWN_STALE.toml's entries by repository-relative path."""
-    entries = tomllib.loads(KNOWN_STALE.read_text())["stale"]
+    entries = tomllib.loads(KNOWN_STALE.read_text()).get("stale", [])  # none listed: every result is fresh
     for e in entries:
         assert {"file", "why", "regenerate"} <= set(e), f"KNOWN_STALE.toml entry needs file, why, regenerate: {e}"
     return {e["file"]: e for e in entries}
