@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelrl.repro.direct_opd import METRICS
+from kernelrl.repro.stats import verdict_line
 
 LABELS = {
     "direct_opd": "Direct-OPD, sampled token (T, Tref)",
@@ -62,6 +63,17 @@ def _sign(change: float, what: str) -> str:
     return f"left the {what} unchanged"
 
 
+#: comparison -> the claim it tests (positive paired difference: the claim holds)
+CLAIMS = {
+    "premise_teacher_shift": "premise: the weak teacher's RL shift is positive",
+    "direct_opd_vs_student": "Direct-OPD (sampled) improves the strong student",
+    "direct_opd_topk_vs_student": "Direct-OPD (top-K) improves the strong student",
+    "direct_opd_vs_rl": "Direct-OPD beats RL on the student at equal updates",
+    "direct_opd_vs_reverse_kl": "Direct-OPD beats distilling the teacher's policy (reverse KL)",
+    "sequential_vs_student": "two shifts in a row improve the strong student",
+}
+
+
 def report(results: dict[str, Any]) -> str:
     cfg, s, seeds = results["config"], results["summary"], results["seeds"]
     d, m, t = cfg["distill"], cfg["model"], cfg["task"]
@@ -69,7 +81,8 @@ def report(results: dict[str, Any]) -> str:
     lines = [
         "# Weak-to-strong Direct-OPD at CPU scale (`kernelrl repro direct-opd`)", "",
         f"Tiny family, {t['n_train']} train / {t['n_heldout']} held-out chains of {t['min_ops']}-{t['max_ops']} ops; "
-        f"seeds {', '.join(seeds)}; wall time {results['times']['total_s']:.0f} s. Gym timing off (correctness only), "
+        f"seeds {', '.join(seeds)}; wall time {results['times']['total_s']:.0f} s. Gym timing "
+        f"{'on' if cfg['eval'].get('measure_timing', True) else 'off (correctness only)'}, "
         f"RL reward `{cfg['rl']['reward']}`. Weak teacher: hidden {m['hidden_size']} x {m['num_layers']} layer(s), "
         f"SFT {cfg['sft']['steps']} steps (pi_Tref), RL {cfg['rl']['steps']} steps x {cfg['rl']['prompts_per_step']} "
         f"prompts x {cfg['rl']['group_size']} (pi_T; pi_Tmid halfway). Strong student: hidden "
@@ -99,6 +112,9 @@ def report(results: dict[str, Any]) -> str:
             return f"{x['pass_rate']:.3f} / {x['sampled_pass_rate']:.3f}"
         lines.append(f"| {seed} | {f(r['teacher']['ref'])} | {f(r['teacher']['final'])} | {f(r['student']['before'])} | "
                      + " | ".join(f(r["arms"][a]["after"]) for a in LABELS) + " |")
+    if results.get("comparisons"):
+        lines += ["", "## Paired over seeds (held-out sampled pass rate)", "",
+                  *(verdict_line(CLAIMS[k], v) for k, v in results["comparisons"].items() if k in CLAIMS)]
     lines += ["", "## What happened", ""]
     ref, before, final = s["teacher_ref"], s["student_before"], s["teacher_final"]
     lines.append(f"- The weak teacher's RL {_sign(final['pass_rate'] - ref['pass_rate'], 'greedy pass rate')} and "
