@@ -91,7 +91,12 @@ def test_repro_smoke_run(tmp_path: Path) -> None:
         assert probe["trloo"] == pytest.approx(1.0) and probe["drgrpo"] == pytest.approx(probe["analytic_grpo"])
         tt = data["test_time"][arm]
         assert 0.0 <= tt["last_fast_1"] <= tt["best_fast_1"] <= 1.0 and tt["episodes"] == 2  # 2 held-out x 1
-    assert data["lazy"]["baseline"] == seed["trloo"]  # the lazy baseline is the TRLOO arm
+    # The lazy baseline is its own arm at PR's reward scale, less the profiling term; PR + PRS adds it and PRS.
+    for arm, (weight, prs) in {"baseline": ({"coverage_weight": 0.0}, "off"), "pr_prs": ({}, "per_turn")}.items():
+        ran = json.loads((tmp_path / "seed0" / arm / "summary.json").read_text())["config"]["rl"]
+        assert (ran["reward"], ran["reward_options"], ran["prs"], ran["steps"]) == ("coverage", weight, prs, 2)
+    lazy = data["lazy_comparison"]
+    assert data["lazy_seeds"] == [0] and lazy["n"] == len(lazy["diffs"]) <= 1 and set(lazy["per_seed"]) == {"0"}
     report = (tmp_path / "report.md").read_text()
     assert "GRPO vs TRLOO (the finding under test)" in report and "**Verdict (TRLOO beats GRPO" in report
     assert "underpowered" in report and "(b) Demonstration, not a finding" in report

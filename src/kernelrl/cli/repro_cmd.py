@@ -1,9 +1,9 @@
 """`kernelrl repro TARGET`: reproduce a paper's findings at CPU scale, with a report under a run directory.
 
 Targets: ``drkernel`` (Dr. Kernel: GRPO vs TRLOO trained side by side from one SFT checkpoint per seed,
-seeds 0-2, paired differences with a 95% interval and a verdict; on the first seed lazy optimisation with
-and without PR + PRS in hybrid mode, the self-inclusion weight demonstration, sequential test-time scaling;
-~20-25 min on 2 cores),
+seeds 0-2, paired differences with a 95% interval and a verdict; on the first three seeds lazy optimisation
+with and without PR + PRS at one reward scale for 30 RL steps, paired too; on the first seed the self-inclusion
+weight demonstration and sequential test-time scaling; ~20-25 min on 2 cores),
 ``proxy`` (proxy compression: byte-only vs compressed-view arms vs a tokenizer-only baseline at
 equal FLOPs, and at equal steps where the FLOPs buy other steps, over three model sizes and seeds 0-2: the gap
 to byte-only against size, paired over seeds; ~25 min a seed on 2 cores),
@@ -81,20 +81,19 @@ def run(args: argparse.Namespace) -> int:
         return run_direct_opd(args)
     if args.target == "cuda-agent":
         return run_cuda_agent(args)
-    from kernelrl.repro.drkernel import repro_config, rewrite_report, run_drkernel
+    from kernelrl.repro.drkernel import LAZY_STEPS, repro_config, rewrite_report, run_drkernel
 
     cfg = repro_config(args.smoke, [*args.overrides, *args.set])
     out = _out_dir(args)
     if _print_config_or_report(args, cfg, rewrite_report, out):
         return 0
     try:
-        res = run_drkernel(cfg, out, seeds=_seeds(args))
+        res = run_drkernel(cfg, out, seeds=_seeds(args), lazy_steps=None if args.smoke else LAZY_STEPS)
     except ValueError as exc:
         print(f"kernelrl repro drkernel: {exc}", file=sys.stderr)
         return 2
-    a = res["lazy"]
-    print("lazy share (first -> last step): " + ", ".join(
-        f"{arm} {d['lazy_share'][0]:.2f} -> {d['lazy_share'][-1]:.2f}" for arm, d in a.items() if d["lazy_share"]))
+    lazy = res["lazy_comparison"]
+    print(f"lazy share, second half, baseline - PR + PRS: {lazy['mean']:+.3f} over {lazy['n']} seed(s): {lazy['verdict']}")
     c = res["algo_comparison"]
     print(f"TRLOO - GRPO held-out {c['metric']}: {c['mean']:+.3f} over {c['n']} seed(s): {c['verdict']}")
     print(f"report: {out}/report.md ({res['times']['total_s']:.0f} s)")

@@ -5,10 +5,12 @@ may leave ops to PyTorch; the gym runs with ``torch_ops="allow"`` and records th
 GRPO vs TRLOO (the finding under test): for each seed (default 0, 1, 2), one SFT checkpoint, then a GRPO arm
     and a TRLOO arm from it (same seed, reward `speedup`, PRS off, same steps). The held-out `METRIC` after RL
     is paired by seed: the mean of TRLOO - GRPO with a 95% t-interval and a verdict (`kernelrl.repro.stats`).
+(a) Lazy optimisation, on the first `lazy_seeds` seeds (default 3) for `lazy_steps` RL steps (default
+    `LAZY_STEPS`): the share of correct turns whose coverage is below 0.5 (`rollout/lazy_share`), without PR /
+    PRS and with them, from the seed's SFT checkpoint at a matched reward scale: the baseline's reward is PR's
+    less its profiling term (``1 + min(s, 3)``), PR + PRS's is ``1 + min(s, 3) + coverage`` with PRS per turn
+    (keep p = clip((c - 0.3) / 0.1, 0, 1)). Paired by seed: the second-half lazy share, baseline minus PR + PRS.
 On the first seed's policies:
-(a) Lazy optimisation: the share of correct turns whose coverage is below 0.5 (`rollout/lazy_share`)
-    over training, without PR / PRS (the TRLOO arm) and with them (reward `coverage` = PR,
-    ``1 + min(s, 3) + coverage``; PRS per turn, keep p = clip((c - 0.3) / 0.1, 0, 1)), one seed.
 (b) A demonstration, not a finding: the own-reward weight ``dA_i/dr_i`` of the group-mean baseline is
     ``(n-1)/n`` for any data (``A_i = G_i - mean_j G_j``; 0 for a group of one), TRLOO's leave-one-out
     baseline gives 1; computed on real rollouts' returns analytically and by autograd through the
@@ -23,7 +25,6 @@ Writes ``results.json`` (`kernelrl.repro.record`: revision, config, every seed's
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -50,11 +51,13 @@ ALGO_ARMS: dict[str, dict[str, Any]] = {
     "grpo": {"algo": "grpo", "reward": "speedup", "prs": "off"},
     "trloo": {"algo": "trloo", "reward": "speedup", "prs": "off"},
 }
-#: (a) lazy optimisation, first seed only: without PR / PRS (the TRLOO arm above) and with them
+#: (a) lazy optimisation: without PR / PRS and with them, at one reward scale (the baseline: PR less coverage)
 ARMS: dict[str, dict[str, Any]] = {
-    "baseline": {"algo": "trloo", "reward": "speedup", "prs": "off", "same_as": "trloo"},  # no PR, no PRS
-    "pr_prs": {"algo": "trloo", "reward": "coverage", "prs": "per_turn"},  # Dr. Kernel's PR + PRS
+    "baseline": {"algo": "trloo", "reward": "coverage", "reward_options": {"coverage_weight": 0.0}, "prs": "off"},
+    "pr_prs": {"algo": "trloo", "reward": "coverage", "reward_options": {}, "prs": "per_turn"},  # Dr. Kernel's PR + PRS
 }
+#: RL steps of the lazy-optimisation arms in a full run (the GRPO / TRLOO arms take `rl.steps`)
+LAZY_STEPS = 30
 #: the held-out number the GRPO / TRLOO comparison is judged on (correctness only: no timing noise)
 METRIC = "sampled_pass_rate"
 
@@ -197,6 +200,7 @@ def _train_arm(cfg: TrainConfig, run_dir: Path, cache: EvalCache, sft_policy: Pa
     c = cfg.model_copy(deep=True)
     c.model.init_from, c.sft.steps = str(sft_policy), 0
     c.rl.algo, c.rl.reward, c.rl.prs = opts["algo"], opts["reward"], opts["prs"]
+    c.rl.reward_options, c.rl.steps = dict(opts.get("reward_options", {})), opts.get("steps", c.rl.steps)
     summary = run_train(c, run_dir=run_dir, echo=False, cache=cache, report=False)
     rows = read_metrics(run_dir, "rl")
     return {
@@ -211,8 +215,10 @@ def _train_arm(cfg: TrainConfig, run_dir: Path, cache: EvalCache, sft_policy: Pa
     }
 
 
-def run_seed(cfg: TrainConfig, out: Path, pool: EvalPool, *, lazy: bool, say: Callable[[str], None]) -> dict[str, Any]:
-    """One seed: SFT once, then every arm of `ALGO_ARMS` (and of `ARMS` when `lazy`) from that checkpoint."""
+def run_seed(cfg: TrainConfig, out: Path, pool: EvalPool, *, lazy: bool, say: Callable[[str], None],
+             lazy_steps: int | None = None) -> dict[str, Any]:
+    """One seed: SFT once, then every arm of `ALGO_ARMS` (and of `ARMS`, for `lazy_steps` steps, when `lazy`)
+    from that checkpoint."""
     out.mkdir(parents=True, exist_ok=True)
     cache = EvalCache(pool, make_family(cfg.task, cfg.seed))  # equal answers share one verdict across arms
     t0 = time.perf_counter()
@@ -221,9 +227,11 @@ def run_seed(cfg: TrainConfig, out: Path, pool: EvalPool, *, lazy: bool, say: Ca
     say(f"SFT ({cfg.sft.steps} steps), the starting checkpoint of every arm")
     sft = run_train(scfg, run_dir=out / "sft", echo=False, cache=cache, report=False)
     res: dict[str, Any] = {"sft": _heldout(sft["after_sft"]), "arms": {}, "times": {"sft_s": time.perf_counter() - t0}}
-    arms = {**ALGO_ARMS, **({k: v for k, v in ARMS.items() if "same_as" not in v} if lazy else {})}
+    lazy_arms = {k: {**v, "steps": lazy_steps or cfg.rl.steps} for k, v in ARMS.items()} if lazy else {}
+    arms = {**ALGO_ARMS, **lazy_arms}
     for arm, opts in arms.items():
-        say(f"arm {arm} ({opts['algo']}, reward {opts['reward']}, PRS {opts['prs']}, {cfg.rl.steps} RL steps)")
+        say(f"arm {arm} ({opts['algo']}, reward {opts['reward']} {opts.get('reward_options', {})}, PRS {opts['prs']}, "
+            f"{opts.get('steps', cfg.rl.steps)} RL steps)")
         res["arms"][arm] = _train_arm(cfg, out / arm, cache, out / "sft" / "sft_policy.safetensors", opts)
         res["times"][f"{arm}_s"] = res["arms"][arm]["time_s"]
     res["eval_cache"] = {"submitted": cache.submitted, "hits": cache.hits}
@@ -265,11 +273,21 @@ def algo_comparison(seeds: dict[str, Any], metric: str = METRIC) -> dict[str, An
     return out
 
 
+def lazy_comparison(seeds: dict[str, Any], lazy_seeds: list[int]) -> dict[str, Any]:
+    """Second-half pooled lazy share, baseline minus PR + PRS, paired over `lazy_seeds` (positive: PR + PRS is
+    less lazy), with each seed's halves."""
+    halves = {str(s): {arm: pooled_halves(seeds[str(s)]["arms"][arm]) for arm in ARMS} for s in lazy_seeds}
+    diffs = [h["baseline"][1] - h["pr_prs"][1] for h in halves.values()
+             if h["baseline"][1] is not None and h["pr_prs"][1] is not None]
+    return {"per_seed": halves, **paired(diffs)}
+
+
 def run_drkernel(cfg: TrainConfig, out: str | Path, *, seeds: tuple[int, ...] = (0, 1, 2), pool: EvalPool | None = None,
                  echo: bool = True, probe_batches: int = 2, heldout_episodes: int = 4,
-                 heldout_turns: int = 3) -> dict[str, Any]:
-    """Every seed's arms, then (a)-(c) on the first seed's policies; ``results.json``, the plot and the report
-    (rendered from ``results.json``) under `out`. Returns the results."""
+                 heldout_turns: int = 3, lazy_seeds: int = 3, lazy_steps: int | None = None) -> dict[str, Any]:
+    """Every seed's arms (the lazy-optimisation arms on the first `lazy_seeds` seeds, for `lazy_steps` steps; None:
+    `rl.steps`), then (b)-(c) on the first seed's policies; ``results.json``, the plot and the report (rendered
+    from ``results.json``) under `out`. Returns the results."""
     if METRIC.startswith("sampled_") and cfg.eval.heldout_samples < 2:
         raise ValueError(f"GRPO vs TRLOO is judged on held-out {METRIC}: eval.heldout_samples must be >= 2, "
                          f"got {cfg.eval.heldout_samples}")
@@ -282,6 +300,7 @@ def run_drkernel(cfg: TrainConfig, out: str | Path, *, seeds: tuple[int, ...] = 
     pool = pool or EvalPool(cfg.eval.workers, eval_config(cfg), sandbox=cfg.eval.sandbox)
     results: dict[str, Any] = {**new_record("drkernel", cfg.model_dump()), "seed_list": list(seeds),
                                "algo_arms": ALGO_ARMS, "arms": ARMS, "metric": METRIC, "seeds": {},
+                               "lazy_seeds": list(seeds[:lazy_seeds]), "lazy_steps": lazy_steps or cfg.rl.steps,
                                "lazy": {}, "self_inclusion": {}, "test_time": {}, "times": {}}
 
     try:
@@ -294,7 +313,8 @@ def run_drkernel(cfg: TrainConfig, out: str | Path, *, seeds: tuple[int, ...] = 
                     print(f"[repro drkernel {time.perf_counter() - t_start:6.0f}s] seed {seed}: {msg}", flush=True)
 
             t0 = time.perf_counter()
-            results["seeds"][str(seed)] = run_seed(c, out / f"seed{seed}", pool, lazy=i == 0, say=say)
+            results["seeds"][str(seed)] = run_seed(c, out / f"seed{seed}", pool, lazy=i < lazy_seeds, say=say,
+                                                   lazy_steps=lazy_steps)
             results["times"][f"seed{seed}_s"] = time.perf_counter() - t0
             write_record(out, results)  # the seeds so far
         first = seeds[0]
@@ -314,6 +334,7 @@ def run_drkernel(cfg: TrainConfig, out: str | Path, *, seeds: tuple[int, ...] = 
                 heldout_turns=heldout_turns)
             results["times"][f"probe_{arm}_s"] = time.perf_counter() - t0
         results["lazy_halves"] = {arm: pooled_halves(d) for arm, d in results["lazy"].items()}
+        results["lazy_comparison"] = lazy_comparison(results["seeds"], results["lazy_seeds"])
         results["algo_comparison"] = algo_comparison(results["seeds"])
         results["times"]["total_s"] = results["wall_s"] = time.perf_counter() - t_start
         results["eval_cache"] = {"submitted": cache.submitted, "hits": cache.hits}
@@ -386,12 +407,6 @@ def pooled_halves(d: dict[str, Any]) -> tuple[float | None, float | None]:
     return pool(0, mid), pool(mid, len(ls))
 
 
-def second_half_count(d: dict[str, Any]) -> float:
-    """Correct turns in the second half of the steps (the sample size behind its pooled lazy share)."""
-    n = d["correct_turns"]
-    return float(sum(n[len(n) // 2:]))
-
-
 def _f(x: Any) -> str:
     return "n/a" if x is None else f"{x:.3f}"
 
@@ -435,46 +450,33 @@ def report(results: dict[str, Any]) -> str:
              f"Wall time {results['times']['total_s']:.0f} s.", "", "![plots](drkernel.png)", "",
              *_algo_section(results),
              "## (a) Lazy optimisation: share of correct turns with coverage < 0.5", "",
-             f"Seed {results['seed_list'][0]} only. Both arms start from the same SFT checkpoint (same seed); "
-             "the baseline is the TRLOO arm above. One seed: no interval, so no verdict. Note the rewards' scales differ (`speedup`: "
-             "1 + log2 s; `coverage`: 1 + min(s, 3) + coverage), so the arms' effective step sizes differ too.", "",
+             f"Seeds {', '.join(str(x) for x in results['lazy_seeds'])}, {results['lazy_steps']} RL steps per arm, "
+             "both arms from the seed's SFT checkpoint (same seed) at one reward scale: the baseline's reward is PR's "
+             "less its profiling term (`coverage` with `coverage_weight=0`: 1 + min(s, 3)), PR + PRS's is "
+             "1 + min(s, 3) + coverage with PRS per turn. Per step, seed " + str(results["seed_list"][0]) + ":", "",
              "| arm | reward | PRS | lazy share per step | first | last | mean coverage (last) | pass rate (last) | "
              "PRS rejected (mean) |", "|---|---|---|---|---|---|---|---|---|"]
     for arm, d in results["lazy"].items():
         ls = d["lazy_share"]
         rej = d["prs_rejected"]
-        lines.append(f"| {arm} | {arms[arm]['reward']} | {arms[arm]['prs']} | {' '.join(f'{x:.2f}' for x in ls)} | "
+        reward = f"{arms[arm]['reward']} {arms[arm].get('reward_options') or ''}".strip()
+        lines.append(f"| {arm} | {reward} | {arms[arm]['prs']} | {' '.join(f'{x:.2f}' for x in ls)} | "
                      f"{_f(ls[0] if ls else None)} | {_f(ls[-1] if ls else None)} | "
                      f"{_f(d['coverage_mean'][-1] if ls else None)} | {_f(d['pass_rate'][-1] if ls else None)} | "
                      f"{_f(sum(rej) / len(rej) if rej else None)} |")
-    trained = [d for d in results["lazy"].values() if d["lazy_share"]]
-    first = [d["lazy_share"][0] for d in trained]
-    same = len(trained) == 2 and all(trained[0][k][0] == trained[1][k][0] for k in ("pass_rate", "correct_turns"))
-    if same and first[0] != first[1]:
-        lines += ["", f"Step 1 of both arms judges the same samples (same seed, no update yet): its lazy shares "
-                  f"({first[0]:.2f} vs {first[1]:.2f}) differ only by the noise of the coverage measurement."]
-    lines += ["", "Held-out (greedy) pass rate / fast_1: " + "; ".join(
+    lines += ["", "Held-out (greedy) pass rate / fast_1, seed " + str(results["seed_list"][0]) + ": " + "; ".join(
         f"{arm} after SFT {d['heldout_after_sft'].get('pass_rate', 0):.3f} / {d['heldout_after_sft'].get('fast_1', 0):.3f}, "
         f"after RL {d['heldout_after_rl'].get('pass_rate', 0):.3f} / {d['heldout_after_rl'].get('fast_1', 0):.3f}"
-        for arm, d in results["lazy"].items()) + ". (Both arms' SFT policies are the same model, so a "
-        "difference after SFT is timing noise around 1x.)"]
-    halves = {arm: pooled_halves(d) for arm, d in results["lazy"].items()}
-    lines += ["", "Pooled over correct turns (steps weighted by their number of correct turns):", "",
-              "| arm | lazy share, first half of the steps | second half | change |", "|---|---|---|---|"]
-    for arm, (h1, h2) in halves.items():
-        change = None if h1 is None or h2 is None else h2 - h1
-        lines.append(f"| {arm} | {_f(h1)} | {_f(h2)} | {_f(change)} |")
-    (a1, a2), (b1, b2) = halves.get("baseline", (None, None)), halves.get("pr_prs", (None, None))
-    if None not in (a1, a2, b1, b2):
-        assert a1 is not None and a2 is not None and b1 is not None and b2 is not None
-        na, nb = second_half_count(results["lazy"]["baseline"]), second_half_count(results["lazy"]["pr_prs"])
-        se = math.sqrt(a2 * (1 - a2) / max(na, 1.0) + b2 * (1 - b2) / max(nb, 1.0))
-        seen = a2 - b2 > 2 * se and (b2 - b1) < (a2 - a1)
-        lines += ["", f"Second half: baseline {a2:.3f} ({na:.0f} correct turns) vs PR + PRS {b2:.3f} ({nb:.0f}); "
-                  f"difference {a2 - b2:+.3f}, two binomial standard errors {2 * se:.3f}. " + (
-                      "PR + PRS lowered the lazy share beyond that noise." if seen else
-                      "The effect did not appear at this scale: the difference is within the noise (few steps, "
-                      "few correct turns per step; the coverage of one answer also varies between measurements).")]
+        for arm, d in results["lazy"].items()) + "."]
+    lc = results["lazy_comparison"]
+    lines += ["", "Lazy share pooled over correct turns (steps weighted by their number of correct turns), first -> "
+              "second half of the steps:", "", "| seed | baseline | PR + PRS | second half, baseline - PR + PRS |",
+              "|---|---|---|---|"]
+    for seed, h in lc["per_seed"].items():
+        (a1, a2), (b1, b2) = h["baseline"], h["pr_prs"]
+        diff = None if a2 is None or b2 is None else a2 - b2
+        lines.append(f"| {seed} | {_f(a1)} -> {_f(a2)} | {_f(b1)} -> {_f(b2)} | {_f(diff)} |")
+    lines += ["", verdict_line("PR + PRS lowers the lazy share (second half of the steps)", lc)]
     lines += ["", "## (b) Demonstration, not a finding: GRPO's self-inclusion weight vs TRLOO's", "",
               "This section shows the mechanism, it tests nothing: the group-mean estimator's own-reward weight is "
               "(n-1)/n for any data (its unit test says so); whether that matters for training is the GRPO vs "
