@@ -159,6 +159,7 @@ def test_a_hand_edited_report_is_caught(tmp_path: Path) -> None:
                                                                     "heldout_after_rl": {"sampled_pass_rate": r}}
                                                                 for a, r in (("grpo", 0.5), ("trloo", 0.6 + i / 10))}}
                                                   for i, s in enumerate(("0", "1"))}}
+    record |= {"lazy_seeds": [0], "lazy_steps": 2, "lazy_comparison": {"per_seed": {}, **paired([0.1])}}
     record["algo_comparison"] = {"metric": "sampled_pass_rate", "same_start": True,
                                  "per_seed": {"0": {"grpo": 0.5, "trloo": 0.6}, "1": {"grpo": 0.5, "trloo": 0.7}},
                                  **paired([0.1, 0.2])}
