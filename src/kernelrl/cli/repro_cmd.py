@@ -6,14 +6,14 @@ with and without PR + PRS at one reward scale for 30 RL steps, paired too; on th
 weight demonstration and sequential test-time scaling; ~20-25 min on 2 cores),
 ``proxy`` (proxy compression: byte-only vs compressed-view arms vs a tokenizer-only baseline at
 equal FLOPs, and at equal steps where the FLOPs buy other steps, over three model sizes and seeds 0-2: the gap
-to byte-only against size, paired over seeds; ~25 min a seed on 2 cores),
+to byte-only against size, paired over seeds; ~10 min a seed on 2 cores),
 ``nki-agent`` (NKI-Agent with a tiny model trained on the tiny NKI family: compile-verify-fix vs single-shot
 best-of-k at equal gym calls and vs no-information feedback, GRPO with the compile vs the execution reward from
 one SFT checkpoint per seed; seeds 0-2) and ``direct-opd``
 (weak-to-strong Direct-OPD: a weak teacher pair's shift applied to a stronger student, vs step-matched RL
 and reverse KL to the teacher, top-K and two sequential shifts; seeds 0-2, ~10 min on 2 cores) and ``cuda-agent``
 (CUDA Agent's stages on the ``cuda-agent-tiny`` preset per seed, and the ablation without RFT and critic
-pretraining branched from each seed's warm-up checkpoint; paired stage-to-stage and arm differences; ~13 min a seed).
+pretraining branched from each seed's warm-up checkpoint; paired stage-to-stage and arm differences; ~6 min a seed).
 Every target writes ``results.json`` (revision, config, every seed's numbers, wall time) and renders its report
 from that file alone. `--smoke` runs a seconds-sized version; `key=value` pairs right after the target (or `--set key=value`,
 anywhere) override the config.
