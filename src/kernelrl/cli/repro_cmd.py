@@ -100,25 +100,31 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_nki_agent(args: argparse.Namespace) -> int:
+def _run_compared(args: argparse.Namespace, repro_config: Callable[..., Any], run_all: Callable[..., dict[str, Any]],
+                  rewrite_report: Callable[[str], Any]) -> int:
+    """A repro whose record holds paired ``comparisons`` (nki-agent, cuda-agent): config, run, one line per verdict."""
     import sys
-
-    from kernelrl.repro.nki_agent import repro_config, run_nki_agent
-    from kernelrl.repro.nki_agent_report import rewrite_report
 
     out = _out_dir(args)
     try:
         cfg = repro_config(args.smoke, [*args.overrides, *args.set])
         if _print_config_or_report(args, cfg, rewrite_report, out):
             return 0
-        res = run_nki_agent(cfg, out, seeds=_seeds(args))
+        res = run_all(cfg, out, seeds=_seeds(args))
     except (ValueError, FileNotFoundError) as exc:
-        print(f"kernelrl repro nki-agent: {exc}", file=sys.stderr)
+        print(f"kernelrl repro {args.target}: {exc}", file=sys.stderr)
         return 2
     for name, c in res["comparisons"].items():
         print(f"{name}: {c['mean']:+.3f} over {c['n']} seed(s): {c['verdict']}")
     print(f"report: {out}/report.md ({res['wall_s']:.0f} s)")
     return 0
+
+
+def run_nki_agent(args: argparse.Namespace) -> int:
+    from kernelrl.repro.nki_agent import repro_config, run_nki_agent
+    from kernelrl.repro.nki_agent_report import rewrite_report
+
+    return _run_compared(args, repro_config, run_nki_agent, rewrite_report)
 
 
 def run_proxy(args: argparse.Namespace) -> int:
@@ -167,22 +173,7 @@ def run_direct_opd(args: argparse.Namespace) -> int:
 
 
 def run_cuda_agent(args: argparse.Namespace) -> int:
-    import sys
-
-    from kernelrl.repro.cuda_agent import repro_config
-    from kernelrl.repro.cuda_agent import run_cuda_agent as run_all
+    from kernelrl.repro.cuda_agent import repro_config, run_cuda_agent
     from kernelrl.repro.cuda_agent_report import rewrite_report
 
-    out = _out_dir(args)
-    try:
-        cfg = repro_config(args.smoke, [*args.overrides, *args.set])
-        if _print_config_or_report(args, cfg, rewrite_report, out):
-            return 0
-        res = run_all(cfg, out, seeds=_seeds(args))
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"kernelrl repro cuda-agent: {exc}", file=sys.stderr)
-        return 2
-    for name, c in res["comparisons"].items():
-        print(f"{name}: {c['mean']:+.3f} over {c['n']} seed(s): {c['verdict']}")
-    print(f"report: {out}/report.md ({res['wall_s']:.0f} s)")
-    return 0
+    return _run_compared(args, repro_config, run_cuda_agent, rewrite_report)
