@@ -71,13 +71,19 @@ from kernelrl.tasks.task import Task
 
 Announce = Callable[[str, float], None]
 
-REQUEST_OVERHEAD_SHARE = 0.01  # one round trip is at most this share of a timed request
+# One round trip is at most this share of a timed request. It also bounds what a candidate gains by replying
+# before its work is done: work still running after the reply must end before the judge stops the process
+# (about a round trip later), or the spot checks read unfinished outputs (`test_described_outputs`).
+REQUEST_OVERHEAD_SHARE = 0.01
 MIN_REQUEST_MS = 2.0
 KEPT_OUTPUT_BYTES = 64 * 2**20  # outputs of one timed request the candidate keeps alive for checking
 MAX_CALLS_PER_REQUEST = MAX_SLOTS  # a request never repeats a slot
 SAMPLING_HZ = {"perf": 2000.0, "ptrace": 1000.0}  # timed calls: perf costs ~nothing; ptrace stops threads
-PROFILE_MORE_HZ = 4000.0  # untimed extra profile: the sampler's cost no longer matters
-PROFILE_LOOK_S = 0.01  # how often an untimed extra profile asks whether it has settled
+# Untimed extra profile: the sampler's cost no longer matters. A 50 us period also sees threads that live
+# for less than the timed calls' period (perf's period restarts in each new thread: a thread that runs
+# for less than one period is never sampled).
+PROFILE_MORE_HZ = {"perf": 20000.0, "ptrace": 4000.0}
+PROFILE_LOOK_S = 0.002  # how often an untimed extra profile asks whether it has settled
 CHECKED_CALLS = 16  # calls per timed request whose outputs are spot-checked (the last always, the others at random)
 SHARED_TRIALS_BYTES = 16 * 2**20  # correctness trials whose inputs together are this small share one arena
 MIN_CHECKED_CALLS = 32  # checked calls per measurement: more requests when k is small (within the timing budget)
@@ -380,7 +386,8 @@ class Judge:
             if sampler is not None:
                 self._record_coverage(self._stop_sampler(sampler), time.perf_counter() - profile_start, self.process.cpu_seconds() - cpu_start)
         enforced = sampler is not None and cfg.guards and cfg.torch_ops == "reject"  # else the timed calls' profile is all
-        if enforced and not profile_settled(self.result.coverage, cfg.min_coverage):
+        if enforced and (not profile_settled(self.result.coverage, cfg.min_coverage)
+                         or coverage_failure(self.result.coverage, cfg.min_coverage)):  # a rejection stands on the finer profile
             self._profile_more(k, expected)
         self.result.notes.append(f"timed {requests} requests of {k} calls (round trip {round_trip * 1000:.0f} us)")
         return summarise(samples)
@@ -441,7 +448,7 @@ class Judge:
     def _profile_more(self, k: int, expected: dict[str, list[torch.Tensor]]) -> None:
         """Profile untimed requests at a higher rate (the last call of each checked) until the profile is
         settled or PROFILE_MAX_S, and let that profile stand instead of the timed calls' one."""
-        sampler = self._start_sampler(PROFILE_MORE_HZ)
+        sampler = self._start_sampler(PROFILE_MORE_HZ[sampling_method() or "ptrace"])
         start, cpu_start = time.perf_counter(), self.process.cpu_seconds()
         next_look = start + PROFILE_LOOK_S
         try:

@@ -17,9 +17,10 @@ from kernelrl.evaluate.candidate_client import CandidateProcess
 MAX_SLOTS = 1000  # a request never repeats a slot, so k is at most the slot count
 SLOT_BYTES = 32 * 2**20  # input copies shared with the candidate for timing
 # Refilled slots hold at least this much (within SLOT_BYTES) even when k needs fewer: a timed call then
-# reads inputs from beyond its core's L2 (a few MiB), as it did with the whole budget, not ones a refill or
-# the last request left there; a loop-heavy honest kernel's share of the profile depends on it.
-MIN_SLOT_SET_BYTES = 16 * 2**20
+# reads inputs from beyond its core's L2 (1-2 MiB), as it did with the whole budget, not ones a refill or
+# the last request left there; a loop-heavy honest kernel's share of the profile depends on it. Writing
+# the slots is most of the judge's own cost for a small kernel (~0.7 ms per MiB), so no more than that.
+MIN_SLOT_SET_BYTES = 8 * 2**20
 SCATTERED_ELEMENTS = 4  # elements of each input tensor in which a timing set differs from the first one
 
 

@@ -27,7 +27,7 @@ from kernelrl.native.hardening import unsafe_flag as unsafe_flag
 
 SOURCE_NAME = {"c++": "kernel.cpp", "cuda": "kernel.cu"}
 DEFAULT_FLAGS = {
-    "c++": ["-O3", "-march=native", "-fPIC", "-shared", "-std=c++17", "-fopenmp", "-Drestrict=__restrict__"],
+    "c++": ["-O3", "-march=native", "-fPIC", "-shared", "-std=c++17", "-fopenmp", "-Drestrict=__restrict__", "-pipe"],
     "cuda": ["-O3", "-shared", "-std=c++17", "-Xcompiler", "-fPIC", "-Drestrict=__restrict__"],
 }
 BUILD_TIMEOUT_S = float(os.environ.get("KERNELRL_BUILD_TIMEOUT", "180"))
