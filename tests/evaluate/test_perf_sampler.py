@@ -105,3 +105,56 @@ def test_a_forked_child_is_sampled(lib: Path) -> None:
     assert lines == ["child 7"]
     coverage = classify(samples, file_identities([lib]))
     assert coverage.own >= 0.5 * 0.4 * HZ, samples  # the child's 0.4 s of own work
+
+
+SHORT_THREADS = r"""
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+static long iterations;
+static void* spin(void* arg) { volatile double x = 0; for (long i = 0; i < iterations; ++i) x += 1; return arg; }
+int main(int argc, char** argv) {
+  iterations = atol(argv[1]);
+  int threads = atoi(argv[2]);
+  getchar();  /* the sampler is attached */
+  for (int i = 0; i < threads; ++i) { pthread_t t; pthread_create(&t, 0, spin, 0); pthread_join(t, 0); }
+  return 0;
+}
+"""
+
+
+def short_thread_samples(binary: Path, hz: float, iterations: int, threads: int) -> tuple[int, float]:
+    """(samples, user CPU seconds) of a process that runs `threads` threads one after another, each spinning
+    `iterations` times in user mode, sampled at `hz` from before the first thread starts."""
+    proc = subprocess.Popen([str(binary), str(iterations), str(threads)], stdin=subprocess.PIPE)
+    sampler = PerfSampler(proc.pid, hz=hz)
+    sampler.start()
+    proc.stdin.write(b"\n")
+    proc.stdin.close()
+    _, _, usage = os.wait4(proc.pid, 0)
+    proc.returncode = 0
+    samples = sampler.stop()
+    assert samples.error is None, samples.error
+    return samples.total, usage.ru_utime
+
+
+def test_the_untimed_profile_sees_threads_shorter_than_the_timed_period(tmp_path: Path) -> None:
+    # perf's period restarts in every thread a process creates: at the timed calls' rate (2 kHz), a thread
+    # that computes for less than 0.5 ms is never sampled. A [fallback-compute] verdict therefore stands
+    # only on the untimed profile (judge.PROFILE_MORE_HZ), which must see threads of ~0.2 ms.
+    from kernelrl.evaluate.judge import PROFILE_MORE_HZ, SAMPLING_HZ
+
+    if not perf_sampling_available() or shutil.which("gcc") is None:
+        pytest.skip("needs perf sampling and gcc")
+    source = tmp_path / "short_threads.c"
+    source.write_text(SHORT_THREADS)
+    binary = tmp_path / "short_threads"
+    subprocess.run(["gcc", "-O1", "-pthread", str(source), "-o", str(binary)], check=True)
+    _, one = short_thread_samples(binary, PROFILE_MORE_HZ["perf"], 2_000_000, 1)  # calibrate: ~ns per iteration
+    iterations = max(1000, int(2_000_000 * 200e-6 / max(one, 1e-4)))  # ~0.2 ms of CPU per thread
+    fine, cpu = short_thread_samples(binary, PROFILE_MORE_HZ["perf"], iterations, 200)
+    coarse, coarse_cpu = short_thread_samples(binary, SAMPLING_HZ["perf"], iterations, 200)
+    expected = cpu * PROFILE_MORE_HZ["perf"]
+    assert fine >= 0.5 * expected, (
+        f"{fine} samples of 200 threads x {1e3 * cpu / 200:.2f} ms at {PROFILE_MORE_HZ['perf']:.0f} Hz, expected "
+        f"~{expected:.0f} (at {SAMPLING_HZ['perf']:.0f} Hz: {coarse} of ~{coarse_cpu * SAMPLING_HZ['perf']:.0f})")
