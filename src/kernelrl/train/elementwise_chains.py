@@ -236,6 +236,35 @@ def hybrid_candidate_source(answer: str) -> str:
                                    body="\n".join(lines))
 
 
+MISTAKES = ("drop_op", "wrong_op", "swap_ops", "no_semicolon")  # first drafts of feedback-then-fix turns
+
+
+def applicable(chain: tuple[str, ...]) -> tuple[str, ...]:
+    """The `MISTAKES` that change `chain`'s answer (swapping needs two different neighbours)."""
+    return tuple(m for m in MISTAKES if m != "swap_ops" or len(chain) > 1)
+
+
+def corrupt(chain: tuple[str, ...], kind: str, rng: random.Random) -> str:
+    """A correct answer (`solution`, forms drawn with `rng`) with one mistake of `kind` (`MISTAKES`): an op left
+    out, one op replaced by another, two neighbours swapped, or a statement's semicolon missing (a compile
+    error). The first three usually compute something else (the gym says ``incorrect``); a mistake that happens
+    to be harmless (relu dropped before abs) is judged correct and left out by `TinyFamily.fix_pairs`."""
+    forms = [OPS[w].c_forms[rng.randrange(len(OPS[w].c_forms))] for w in chain]
+    k = rng.randrange(len(forms))
+    if kind == "drop_op":
+        del forms[k]
+    elif kind == "wrong_op":
+        forms[k] = OPS[rng.choice(sorted(w for w in OPS if w != chain[k]))].c_forms[0]
+    elif kind == "swap_ops":
+        k = rng.randrange(len(forms) - 1)
+        forms[k], forms[k + 1] = forms[k + 1], forms[k]
+    elif kind == "no_semicolon":
+        forms[k] = forms[k].rstrip(";")
+    else:
+        raise ValueError(f"unknown mistake {kind!r}; one of {', '.join(MISTAKES)}")
+    return " " + " ".join(forms)
+
+
 def lazy_solution(chain: tuple[str, ...], rng: random.Random | None = None, *, own: int = 1) -> str:
     """A correct lazy answer: `own` ops (the last ones) written in C, the others left to PyTorch."""
     k = max(0, len(chain) - own)
@@ -272,7 +301,7 @@ def split_chains(
 def tokenizer_corpus(hybrid: bool = False) -> list[str]:
     """Texts the tiny tokenizer is trained on: every op word and C form, in prompt/answer context
     (with `hybrid`, the PyTorch forms and lazy answers too)."""
-    texts = []
+    texts = [f"\nresult: {status}\nfix:" for status in ("incorrect", "compile_error", "runtime_error")] * 20
     for a, b in itertools.product(sorted(OPS), repeat=2):
         texts.append(prompt_text((a, b)) + solution((a, b)) + "\n")
         texts.append(" " + " ".join(OPS[a].c_forms + OPS[b].c_forms))

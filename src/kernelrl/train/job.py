@@ -25,7 +25,7 @@ from kernelrl.train.model import build_model, encode_answer
 from kernelrl.train.report import write_report
 from kernelrl.train.rollout import EvalCache, judge_answers
 from kernelrl.train.sft import sft_train
-from kernelrl.train.task_family import TaskFamily, TinyFamily, make_family
+from kernelrl.train.task_family import TaskFamily, TinyFamily, make_family, warmup_pairs
 from kernelrl.train.trainer import RLTrainer
 
 
@@ -146,7 +146,9 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
         if ckpt is None:
             stage_start("sft", t_start, echo)
             t0 = time.perf_counter()
-            pairs = family.sft_pairs(tok, train_items, cfg.seed)  # empty: no warm-up data, SFT is skipped
+            # empty: no warm-up data, SFT is skipped
+            pairs, summary["sft_fix_pairs"] = warmup_pairs(family, tok, train_items, cfg.seed, cfg.sft.fix_fraction,
+                                                           cache.submit)
             summary["sft_pairs"] = len(pairs)
             losses = sft_train(model, pairs, steps=cfg.sft.steps, batch_size=cfg.sft.batch_size, lr=cfg.sft.lr,
                                seed=cfg.seed, pad_id=tok.pad_token_id)

@@ -10,26 +10,24 @@ same distribution but says nothing about this answer beyond "it failed" (an epis
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import random
 import re
 import zlib
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from kernelrl.agent.episode_protocol import EpisodeProtocol, Verdict
 from kernelrl.agent.feedback import TokenCounter
-from kernelrl.evaluate import Candidate, EvalResult
+from kernelrl.evaluate import Candidate
 from kernelrl.tasks.task import Task
 from kernelrl.train import nki_chains as nc
 from kernelrl.train.config import TaskConfig
 from kernelrl.train.model import encode_answer, encode_prompt
+from kernelrl.train.task_family import Judge, Pairs
 
-Pairs = list[tuple[list[int], list[int]]]
 #: the candidate's line of the loop body's first statement (`nki_chains.CANDIDATE`)
 FIRST_BODY_LINE = nc.CANDIDATE.split("\n").index("{body}") + 1
-Judge = Callable[[Hashable, str], "cf.Future[EvalResult]"]
 
 
 def short_feedback(result: Verdict) -> str:

@@ -44,7 +44,7 @@ from kernelrl.train.model import build_model
 from kernelrl.train.report import write_report
 from kernelrl.train.rollout import EvalCache, Sample, collect_episodes
 from kernelrl.train.sft import sft_train
-from kernelrl.train.task_family import TaskFamily, make_family
+from kernelrl.train.task_family import TaskFamily, make_family, warmup_pairs
 from kernelrl.train.trainer import RLTrainer
 
 
@@ -90,13 +90,13 @@ def _fingerprint(model: Any) -> float:
 
 def stage_sft(r: StagedRun) -> dict[str, Any]:
     cfg = r.cfg
-    pairs = r.family.sft_pairs(r.tok, r.family.train_items, cfg.seed)
+    pairs, fixes = warmup_pairs(r.family, r.tok, list(r.family.train_items), cfg.seed, cfg.sft.fix_fraction, r.cache.submit)
     losses = sft_train(r.model, pairs, steps=cfg.sft.steps, batch_size=cfg.sft.batch_size, lr=cfg.sft.lr,
                        seed=cfg.seed, pad_id=r.tok.pad_token_id)
     for i, loss in enumerate(losses):
         r.logger.log("sft", i, {"loss": loss})
     save_weights(r.model, r.run / "sft_policy.safetensors")
-    return {"pairs": len(pairs), "loss_last": losses[-1] if losses else None}
+    return {"pairs": len(pairs), "fix_pairs": fixes, "loss_last": losses[-1] if losses else None}
 
 
 def stage_warmup_rl(r: StagedRun) -> dict[str, Any]:

@@ -8,8 +8,9 @@ KernelBench-format suites.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import random
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Protocol, cast, runtime_checkable
 
@@ -25,6 +26,7 @@ from kernelrl.train.config import TaskConfig
 from kernelrl.train.model import encode_answer, encode_prompt
 
 Pairs = list[tuple[list[int], list[int]]]
+Judge = Callable[[Hashable, str], "cf.Future[EvalResult]"]  # item, answer text -> its verdict, to come
 
 
 @runtime_checkable
@@ -169,6 +171,45 @@ class TinyFamily:
                     text = self._tool_answer(text, "compile", "ok")
                 pairs.append((self.prompt_ids(tok, c), encode_answer(tok, text)))
         return pairs
+
+
+    def fix_pairs(self, tok: Any, items: list[Hashable], seed: int, judge: Judge) -> tuple[Pairs, list[str]]:
+        """Feedback-then-fix pairs: per item, a first draft with one mistake (`elementwise_chains.corrupt`), the
+        gym's real verdict of it as the next turn's feedback (`judge`: item, answer -> a future verdict), and a
+        correct answer as the target (the loss is on the fix only). Drafts the gym finds correct are left out.
+        Also returns the feedback texts."""
+        rng = random.Random(seed + 5)
+        drafts = []
+        for c in items:
+            chain = cast(tuple[str, ...], c)
+            bad = chains.corrupt(chain, rng.choice(chains.applicable(chain)), rng)
+            drafts.append((c, bad, judge(c, bad)))
+        pairs: Pairs = []
+        texts: list[str] = []
+        for c, bad, future in drafts:
+            result = future.result()
+            if result is not None and result.correct:
+                continue
+            bad_ids = encode_answer(tok, bad)
+            context = self.prompt_ids(tok, c) + bad_ids + self.protocol.feedback_ids(tok, result, bad_ids)
+            pairs.append((context, encode_answer(tok, chains.solution(cast(tuple[str, ...], c), rng))))
+            texts.append(self.protocol.feedback(result))
+        return pairs, texts
+
+
+def warmup_pairs(family: Any, tok: Any, items: list[Hashable], seed: int, fix_fraction: float,
+                 judge: Judge) -> tuple[Pairs, int]:
+    """SFT's pairs: the family's solutions, plus feedback-then-fix pairs (`fix_pairs`: a wrong first draft, the
+    gym's verdict of it, the fix) for a `fix_fraction` share of `items`, drawn with `seed`. Returns the pairs and
+    how many are fix turns. A family without fix turns and a positive `fix_fraction` is a ValueError."""
+    pairs = family.sft_pairs(tok, items, seed)
+    if fix_fraction <= 0 or not items:
+        return pairs, 0
+    if not hasattr(family, "fix_pairs"):
+        raise ValueError(f"sft.fix_fraction={fix_fraction}: task family {family.name!r} has no feedback-then-fix turns")
+    chosen = random.Random(seed + 3).sample(items, max(1, int(len(items) * fix_fraction)))
+    fixes, _ = family.fix_pairs(tok, chosen, seed, judge)
+    return pairs + fixes, len(fixes)
 
 
 def make_family(cfg: TaskConfig, seed: int) -> TaskFamily:
