@@ -32,6 +32,15 @@ def test_repro_cuda_agent_smoke_end_to_end(tmp_path: Path, capsys: pytest.Captur
     assert "rl" in phases and not phases & {"rft", "critic", "sft", "warmup_rl"}
     assert {"sft", "warmup_rl", "critic", "rl"} <= {row["phase"] for row in read_metrics(full)}
 
+    # A second run into the same directory would append its training rows to these metrics.jsonl files (per-step
+    # curves would then hold both runs): it is refused before anything runs, and --overwrite clears the old run.
+    rows = len(read_metrics(full))
+    assert main(["repro", "cuda-agent", "--smoke", "--seeds", "0", "--out", str(tmp_path)]) == 2
+    assert "holds an earlier run (results.json, seed0, seed1)" in capsys.readouterr().err
+    assert len(read_metrics(full)) == rows
+    assert main(["repro", "cuda-agent", "--smoke", "--seeds", "0", "--out", str(tmp_path), "--overwrite"]) == 0
+    assert len(read_metrics(full)) == rows and not (tmp_path / "seed1").exists()
+
 
 def test_a_branch_drops_the_later_stages_of_an_earlier_run(tmp_path: Path) -> None:
     """Branching into a directory that holds a previous ablation's later stages: those are removed, so resuming

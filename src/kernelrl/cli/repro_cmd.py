@@ -22,7 +22,9 @@ anywhere) override the config.
 from __future__ import annotations
 
 import argparse
+import shutil
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 TARGETS = ("drkernel", "proxy", "nki-agent", "direct-opd", "cuda-agent")
@@ -37,6 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", default=None, help="comma-separated seeds (default 0,1,2; --smoke: 0, proxy --smoke: 0,1)")
     p.add_argument("--print-config", action="store_true", help="print the resolved training config and exit")
     p.add_argument("--report-only", action="store_true", help="re-render report.md and the plot from --out's results.json")
+    p.add_argument("--overwrite", action="store_true",
+                   help="remove an earlier run's seed directories and results from --out first")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="training config overrides, e.g. rl.steps=4")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="one more override (repeatable)")
     p.set_defaults(handler=run)
@@ -70,9 +74,37 @@ def _print_config_or_report(args: argparse.Namespace, cfg: Any, rewrite_report: 
     return False
 
 
+def earlier_run(out: str | Path) -> list[Path]:
+    """What an earlier run left in `out` that a new one would mix with: its per-seed directories (their training
+    runs append to an existing metrics.jsonl, so a repro that reads per-step curves would read both runs' rows)
+    and its results file."""
+    root = Path(out)
+    if not root.is_dir():
+        return []
+    return sorted([*root.glob("seed[0-9]*"), *root.glob("results.json")])
+
+
+def _fresh_out(args: argparse.Namespace, out: str) -> str | None:
+    """None when `out` holds no earlier run (or `--overwrite` removed it); else the error to print."""
+    left = earlier_run(out)
+    if not left or args.print_config or args.report_only:
+        return None
+    if not args.overwrite:
+        return (f"{out} holds an earlier run ({', '.join(p.name for p in left[:4])}); its training runs would append "
+                "to their metrics.jsonl and the per-step curves would mix both runs: pass another --out, or --overwrite")
+    for path in left:
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     import sys
 
+    out = args.out or f"runs/repro-{args.target}{'-smoke' if args.smoke else ''}"
+    problem = _fresh_out(args, out)
+    if problem:
+        print(f"kernelrl repro {args.target}: {problem}", file=sys.stderr)
+        return 2
     if args.target == "proxy":
         return run_proxy(args)
     if args.target == "nki-agent":
