@@ -93,11 +93,13 @@ def test_bench_and_trainer_give_the_same_turns(trained: tuple[Any, ...], pool: E
         task = family.task(turns[0].item)
         traj = run_episode(task, ScriptedPolicy(_script(protocol, turns)), pool, config, protocol=protocol)
         assert len(traj.turns) == len(turns), (traj.stop_reason, [s.text for s in turns])
+        earlier = 0  # a turn's messages hold the earlier turns' too: its own tool answers come after theirs
         for bench_turn, s in zip(traj.turns, turns, strict=True):
             assert bench_turn.code == protocol.extract(s.text)
             assert bench_turn.tool_calls == s.tool_calls
             assert bench_turn.status == (str(s.result.status) if s.result is not None else "no_code")
-            tool_answers = [m["content"] for m in bench_turn.messages if m["role"] == "tool"]
+            every_answer = [m["content"] for m in bench_turn.messages if m["role"] == "tool"]
+            tool_answers, earlier = every_answer[earlier:], len(every_answer)
             outputs = [out for _, _, out in _split(protocol, s.text)[0]]
             for answer, out in zip(tool_answers, outputs, strict=True):  # the same tool verdicts
                 assert ('"compiled":true' in answer) == (out.strip() == "ok"), (answer, out)
