@@ -407,9 +407,10 @@ def test_a_server_patched_to_reply_before_the_work_is_done_is_caught(pool: EvalP
 
 
 def test_a_kernel_that_joins_its_std_threads_passes_under_the_default_policy() -> None:
-    # 1M elements, so that each thread's share of the work outweighs the forward's calls into torch
-    # (`empty_like`, `contiguous`): on 64k elements, three threads computed for less time than libtorch
-    # spent dispatching, and a loaded machine's profile could fall under the coverage threshold.
+    # 1M elements, so that each thread computes for well over the untimed profile's 50 us period: perf's
+    # period restarts in every new thread, and on 64k elements three threads of ~10 us each were never
+    # sampled, leaving only the forward's calls into torch (`empty_like`, `contiguous`) in the profile
+    # (`test_perf_sampler.test_the_untimed_profile_sees_threads_shorter_than_the_timed_period`).
     task = Task(id="test/scaled_relu_1m", source=C.RELU_TASK.replace("n = 4096", "n = 1 << 20"))
     with EvalPool(workers=1) as strict:
         result = strict.evaluate(task, Candidate(STD_THREAD_ROWS))

@@ -10,7 +10,7 @@ from kernelrl.evaluate import EvalPool
 from kernelrl.train import elementwise_chains as chains
 from kernelrl.train.config import ModelConfig
 from kernelrl.train.engine_episodes import EvalCache
-from kernelrl.train.model import build_model, encode_answer
+from kernelrl.train.model import build_model
 from kernelrl.train.task_family import TinyFamily, warmup_pairs
 
 CHAINS = [("relu", "mul 2.0", "abs"), ("neg", "add 0.5"), ("square", "sub 3.0", "clamp")]
@@ -38,7 +38,11 @@ def test_fix_pairs_hold_the_bad_draft_its_real_verdict_and_a_correct_answer(pool
         statuses.add(text.split()[1])
         fixed = tok.decode(answer, skip_special_tokens=True)
         assert family.candidate(chain, fixed) is not None and answer[-1] == tok.eos_token_id
-        assert chains.answer_statements(fixed) != [] and answer != encode_answer(tok, decoded)
+        # the fix is a correct answer: one of each op's C forms, in the chain's order
+        fix = chains.answer_statements(fixed)
+        assert len(fix) == len(chain) and all(f"{stmt};" in chains.OPS[w].c_forms for stmt, w in zip(fix, chain, strict=True))
+        draft = tok.decode(context[len(family.prompt_ids(tok, chain)):], skip_special_tokens=True)
+        assert draft.split("result:")[0].split() != fixed.split()  # the draft before it differs (a missing ";" included)
     assert statuses <= {"incorrect", "compile_error"} and statuses, statuses
 
 
