@@ -24,6 +24,7 @@ TINY = {
                         "--repeats", "1", "--no-write"],
     "bench_synth.py": ["--n", "3", "--no-write"],
     "bench_confine.py": ["--n", "2000", "--rounds", "1", "--installs", "2"],
+    "bench_build_cost.py": ["--repeats", "1", "--no-write"],
 }
 
 

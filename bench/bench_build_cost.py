@@ -1,0 +1,104 @@
+"""What one g++ build of a tiny-family kernel costs, by part, side by side in one run.
+
+In the main job's RL run the build is the largest part of an evaluation (`main_job_tiny_cpu.json`: build
+p50 ~98 ms of ~162 ms), so this splits it: the whole build as the build service runs it (its flags, the
+`#include <cmath>` block with and without its precompiled header), compile-only and link-only, and the link
+with the gold linker where it is installed. Then the gym's build stage for a source never seen before (the
+broker's compile, the candidate's load) and for a cached one, through the real pool. Each row is the median
+wall time of `--repeats` runs; the ratios are to the service's build with the precompiled header.
+
+    python bench/bench_build_cost.py [--repeats 15] [--no-write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from kernelrl.native.build import DEFAULT_FLAGS
+
+KERNEL = """#include <cmath>
+#include <cstdint>
+
+void fused_chain(const float* x, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) { float v = x[i]; v = std::tanh(v); v = v * 2.0f; y[i] = v; }
+}
+"""
+
+
+def median_ms(command: list[str], cwd: Path, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        subprocess.run(command, cwd=cwd, check=True, capture_output=True)
+        times.append(time.perf_counter() - start)
+    return 1000 * statistics.median(times)
+
+
+def compiler_parts(repeats: int) -> dict[str, float]:
+    flags = DEFAULT_FLAGS["c++"]
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        (work / "kernel.cpp").write_text(KERNEL)
+        (work / "block.h").write_text("#include <cmath>\n#include <cstdint>\n")
+        subprocess.run(["g++", *flags, "-x", "c++-header", "block.h", "-o", "block.h.gch"], cwd=work, check=True)
+        compile_flags = [f for f in flags if f != "-shared"]
+        subprocess.run(["g++", *compile_flags, "-include", "block.h", "-c", "kernel.cpp", "-o", "kernel.o"], cwd=work, check=True)
+        parts = {
+            "build_no_pch": median_ms(["g++", *flags, "kernel.cpp", "-o", "k.so"], work, repeats),
+            "build_pch": median_ms(["g++", *flags, "-include", "block.h", "kernel.cpp", "-o", "k.so"], work, repeats),
+            "compile_only_pch": median_ms(["g++", *compile_flags, "-include", "block.h", "-c", "kernel.cpp", "-o", "k.o"],
+                                          work, repeats),
+            "link_only_bfd": median_ms(["g++", "-shared", "-fopenmp", "kernel.o", "-o", "k.so"], work, repeats),
+            "process_start_true": median_ms(["true"], work, repeats),
+        }
+        if shutil.which("ld.gold"):
+            parts["link_only_gold"] = median_ms(["g++", "-shared", "-fopenmp", "-fuse-ld=gold", "kernel.o", "-o", "k.so"],
+                                                work, repeats)
+            parts["build_pch_gold"] = median_ms(["g++", *flags, "-fuse-ld=gold", "-include", "block.h", "kernel.cpp",
+                                                 "-o", "k.so"], work, repeats)
+    return parts
+
+
+def gym_build_stage(repeats: int) -> dict[str, float]:
+    """The pool's build stage (ms, p50) for new sources (each with its own constant) and for a cached one."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_eval_overhead import CANDIDATE, sized
+
+    from kernelrl.evaluate import Candidate, EvalConfig, EvalPool
+
+    source = CANDIDATE.replace("void relu2", "#include <cmath>\n#include <cstdint>\nvoid relu2")
+    task, config = sized(65536), EvalConfig(measure_timing=False)
+    with EvalPool(workers=1, config=config) as pool:
+        for i in range(2):  # the second sighting of the include block builds its precompiled header
+            pool.evaluate(task, Candidate(source.replace("2.0f", f"{2.0 + (i + 1) * 1e-4}f")))
+        new = [pool.evaluate(task, Candidate(source.replace("2.0f", f"{2.0 + (i + 10) * 1e-4}f"))).stage_seconds("build")
+               for i in range(repeats)]
+        cached = [pool.evaluate(task, Candidate(source)).stage_seconds("build") for _ in range(repeats + 1)][1:]
+    return {"gym_build_new_source": 1000 * statistics.median(new), "gym_build_cached": 1000 * statistics.median(cached)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--no-write", action="store_true", help="do not write bench/results/bench_build_cost.json")
+    args = parser.parse_args()
+    parts = compiler_parts(args.repeats) | gym_build_stage(args.repeats)
+    base = parts["build_pch"]
+    for name, ms in parts.items():
+        print(f"{name:24s} {ms:7.1f} ms  {ms / base:5.2f}x of build_pch")
+    if not args.no_write:
+        from results_file import write_result
+
+        print("written:", write_result("bench_build_cost", {"median_ms": parts, "repeats": args.repeats,
+                                                            "ratio_to_build_pch": {k: v / base for k, v in parts.items()}}))
+
+
+if __name__ == "__main__":
+    main()
