@@ -52,13 +52,15 @@ def test_sequential_scaling_best_vs_last() -> None:
     assert d["per_budget"][1]["last_pass"] == pytest.approx(2 / 3)
 
 
-def test_cli_repro_print_config(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_repro_print_config(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["repro", "drkernel", "rl.steps=1", "--smoke", "--print-config", "--set", "rl.lr=0.01"]) == 0
     out = capsys.readouterr().out
     assert "hybrid: true" in out and "steps: 1" in out and "stop_at_first_correct: false" in out and "lr: 0.01" in out
     # GRPO vs TRLOO is judged on the sampled held-out pass rate: a config without samples is refused up front
     assert main(["repro", "drkernel", "--smoke", "--set", "eval.heldout_samples=1"]) == 2
     assert "eval.heldout_samples must be >= 2" in capsys.readouterr().err
+    assert main(["repro", "drkernel", "--smoke", "--lazy-seeds", "-1", "--out", str(tmp_path)]) == 2
+    assert "--lazy-seeds must be >= 0" in capsys.readouterr().err
     cfg = repro_config()
     assert cfg.task.hybrid and cfg.rl.algo == "trloo" and cfg.rl.turns >= 2
 

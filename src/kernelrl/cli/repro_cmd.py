@@ -43,6 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="remove an earlier run's seed directories and results from --out first")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="training config overrides, e.g. rl.steps=4")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="one more override (repeatable)")
+    p.add_argument("--lazy-seeds", type=int, default=3, metavar="N",
+                   help="drkernel: the first N seeds also run the lazy-optimisation arms (default 3)")
     p.set_defaults(handler=run)
 
 
@@ -120,8 +122,12 @@ def run(args: argparse.Namespace) -> int:
     out = _out_dir(args)
     if _print_config_or_report(args, cfg, rewrite_report, out):
         return 0
+    if args.lazy_seeds < 0:
+        print(f"kernelrl repro drkernel: --lazy-seeds must be >= 0, got {args.lazy_seeds}", file=sys.stderr)
+        return 2
     try:
-        res = run_drkernel(cfg, out, seeds=_seeds(args), lazy_steps=None if args.smoke else LAZY_STEPS)
+        res = run_drkernel(cfg, out, seeds=_seeds(args), lazy_seeds=args.lazy_seeds,
+                           lazy_steps=None if args.smoke else LAZY_STEPS)
     except ValueError as exc:
         print(f"kernelrl repro drkernel: {exc}", file=sys.stderr)
         return 2
