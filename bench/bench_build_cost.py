@@ -3,9 +3,12 @@
 In the main job's RL run the build is the largest part of an evaluation (`main_job_tiny_cpu.json`: build
 p50 ~98 ms of ~162 ms), so this splits it: the whole build as the build service runs it (its flags, the
 `#include <cmath>` block with and without its precompiled header), compile-only and link-only, and the link
-with the gold linker where it is installed. Then the gym's build stage for a source never seen before (the
-broker's compile, the candidate's load) and for a cached one, through the real pool. Each row is the median
-wall time of `--repeats` runs; the ratios are to the service's build with the precompiled header.
+with the gold linker where it is installed. Then the build service's own steps around the compiler, each
+timed alone (`service_*`: the keyed cache path, the scratch directory, the precompiled-header lookup, the
+compiler run as the build uid, the kill of whatever that uid left, adopting the library, recording its
+identity) and its whole `handle` for a new source; and the gym's build stage for a source never seen
+before (the broker's compile, the candidate's load) and for a cached one, through the real pool. Each row
+is the median wall time of `--repeats` runs; the ratios are to the bare build with the precompiled header.
 
     python bench/bench_build_cost.py [--repeats 15] [--no-write]
 """
@@ -20,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from kernelrl.native.build import DEFAULT_FLAGS
 
@@ -66,6 +70,68 @@ def compiler_parts(repeats: int) -> dict[str, float]:
     return parts
 
 
+def service_parts(repeats: int) -> dict[str, float]:
+    """The build service's steps for a new source (ms, p50), each timed alone in this process, beside its whole
+    `handle`: `service_handle_new - service_compiler` is what the service adds to the compiler."""
+    import os
+
+    from kernelrl.evaluate import builds
+    from kernelrl.evaluate.build_identity import record_identity
+    from kernelrl.evaluate.sandbox import BUILD_UID_BASE
+    from kernelrl.native.build import library_path, run_compiler
+
+    uid = BUILD_UID_BASE if os.geteuid() == 0 else None  # as a bubblewrap pool's slot 0 runs its compilers
+    flags = DEFAULT_FLAGS["c++"]
+    times: dict[str, list[float]] = {}
+
+    def timed(name: str, step: Any) -> Any:
+        start = time.perf_counter()
+        value = step()
+        times.setdefault(name, []).append(1000 * (time.perf_counter() - start))
+        return value
+
+    with tempfile.TemporaryDirectory() as cache:
+        saved = os.environ.get("KERNELRL_CACHE_DIR")
+        os.environ["KERNELRL_CACHE_DIR"] = cache
+        os.chmod(cache, 0o755)  # the build uid traverses it, as it does ~/.cache/kernelrl
+        try:
+            service = builds.BuildService(uid)
+            request = {"language": "c++", "flags": []}
+            for i in range(2):  # the second sighting of the include block builds its precompiled header
+                service.handle({**request, "source": KERNEL.replace("2.0f", f"{2.0 + (i + 1) * 1e-4}f")}, time.monotonic() + 60)
+            for i in range(repeats):
+                reply = timed("service_handle_new", lambda i=i: service.handle(
+                    {**request, "source": KERNEL.replace("2.0f", f"{3.0 + i * 1e-4}f")}, time.monotonic() + 60))
+                if not reply or "path" not in reply:
+                    raise SystemExit(f"the build service did not build the kernel: {reply}")
+            assert service.headers is not None
+            for i in range(repeats):
+                source = KERNEL.replace("2.0f", f"{4.0 + i * 1e-4}f")
+                target = timed("service_cache_path", lambda source=source: library_path(source, "c++", flags))
+                native = target.parent.parent
+                os.makedirs(target.parent, mode=0o711, exist_ok=True)
+                workdir = timed("service_scratch_dir", lambda native=native: tempfile.mkdtemp(prefix=".build-", dir=native))
+                if uid is not None:
+                    os.chown(workdir, uid, uid)
+                header = timed("service_pch_lookup", lambda source=source: service.headers.header_for(source, "c++", flags))
+                out, _ = timed("service_compiler", lambda source=source, workdir=workdir, header=header: run_compiler(
+                    source, "c++", flags, workdir, 60, uid, precompiled=header))
+                if uid is not None:
+                    timed("service_kill_build_uid", lambda: builds.kill_all_of(uid))
+                timed("service_adopt", lambda out=out, target=target: (builds._adopt(out), os.replace(out, target)))
+                timed("service_scratch_dir", lambda workdir=workdir: shutil.rmtree(workdir, ignore_errors=True))
+                timed("service_record_identity", lambda target=target, native=native: record_identity(target, native))
+        finally:
+            if saved is None:
+                os.environ.pop("KERNELRL_CACHE_DIR", None)
+            else:
+                os.environ["KERNELRL_CACHE_DIR"] = saved
+    # the scratch directory's two rows (make, remove) are one step
+    scratch = times.pop("service_scratch_dir")
+    times["service_scratch_dir"] = [a + b for a, b in zip(scratch[::2], scratch[1::2], strict=True)]
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
 def gym_build_stage(repeats: int) -> dict[str, float]:
     """The pool's build stage (ms, p50) for new sources (each with its own constant) and for a cached one."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -89,7 +155,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--no-write", action="store_true", help="do not write bench/results/bench_build_cost.json")
     args = parser.parse_args()
-    parts = compiler_parts(args.repeats) | gym_build_stage(args.repeats)
+    parts = compiler_parts(args.repeats) | service_parts(args.repeats) | gym_build_stage(args.repeats)
     base = parts["build_pch"]
     for name, ms in parts.items():
         print(f"{name:24s} {ms:7.1f} ms  {ms / base:5.2f}x of build_pch")

@@ -7,7 +7,10 @@ the reference timed once per task as in a training run):
    correctness, timing, timed calls, profile settling, reference, fork and teardown; see
    `kernelrl.evaluate.costs`) as p50/p95, and the gym's own cost: everything but the candidate's timed
    calls and its build. Then n evaluations submitted at once: evaluations per second on `--workers`.
-2. A 2M-element ReLU: what its evaluation costs in all against the work it times (the timed calls).
+2. A 2M-element ReLU: what its evaluation costs in all against the work it times (the timed calls), and the
+   floor of that ratio on this design: what the judge itself must do per correctness trial with fresh inputs
+   (draw the task's inputs, run the reference, compare the whole output), timed in this process on the
+   judge's thread count, times the trials, beside the timed calls.
 3. With `--fresh`: the small kernel in a fresh Python process per evaluation (what a per-request
    subprocess service does), for the ratio to the warm pool.
 
@@ -109,6 +112,40 @@ def run_large(candidate: Candidate, config: EvalConfig, n: int) -> tuple[dict[st
         return summarise_costs(pool.cost_log), statistics.median(ratios)
 
 
+def trial_floor(config: EvalConfig, repeats: int = 7) -> dict[str, float]:
+    """The judge's own per-trial work for the 2M-element task (ms, p50, on `config.num_threads` threads): drawing
+    its inputs, the reference's forward, comparing a whole output; and that times the correctness trials."""
+    import torch
+
+    from kernelrl.evaluate.compare import compare_outputs
+    from kernelrl.evaluate.loading import load_module
+
+    reference = load_module(sized(2 * 2**20).source, "bench_task.py", "bench_reference")
+    model, threads = reference.Model(), torch.get_num_threads()
+    torch.set_num_threads(config.num_threads)
+    times: dict[str, list[float]] = {"draw_inputs": [], "reference_forward": [], "compare_output": []}
+    try:
+        with torch.no_grad():
+            for _ in range(repeats):
+                start = time.perf_counter()
+                inputs = reference.get_inputs()
+                drawn = time.perf_counter()
+                want = model(*[x.clone() for x in inputs])
+                ran = time.perf_counter()
+                outcome = compare_outputs(want, want.clone(), 1e-5, 1e-5)
+                times["compare_output"].append(1000 * (time.perf_counter() - ran))
+                times["draw_inputs"].append(1000 * (drawn - start))
+                times["reference_forward"].append(1000 * (ran - drawn))
+                assert outcome.ok
+    finally:
+        torch.set_num_threads(threads)
+    floor = {name: statistics.median(values) for name, values in times.items()}
+    floor["per_trial"] = sum(floor.values())
+    floor["correctness_trials"] = float(config.correctness_trials)
+    floor["all_trials"] = floor["per_trial"] * config.correctness_trials
+    return floor
+
+
 def run_fresh(task: Task, candidate: Candidate, config: EvalConfig, n: int, workers: int) -> tuple[list[float], float]:
     with tempfile.TemporaryDirectory() as tmp:
         job_path = Path(tmp) / "job.json"
@@ -143,6 +180,9 @@ def main() -> None:
     candidate, config, small = Candidate(CANDIDATE), EvalConfig(), sized(65536)
     costs, throughput = run_pool(small, candidate, config, args.n, args.workers)
     large, large_ratio = run_large(candidate, config, max(5, args.n // 5))
+    floor = trial_floor(config)
+    timed_large = large["timed_calls"]["p50_ms"]
+    floor_ratio = (timed_large + floor["all_trials"]) / timed_large
     gym_own = costs["gym_own"]["p50_ms"]
     print(f"64k-element ReLU, {args.n} evaluations one after another (builds cached, reference timed once):")
     print("\n".join(costs_table(costs)))
@@ -150,9 +190,14 @@ def main() -> None:
     print(f"2M-element ReLU: evaluation / timed work = {large_ratio:.2f}x "
           f"(timed calls p50 {large['timed_calls']['p50_ms']:.0f} ms of {large['total']['p50_ms']:.0f} ms)")
     print("\n".join(costs_table(large)))
+    print(f"its floor on this design: per correctness trial the judge draws the inputs ({floor['draw_inputs']:.1f} ms), runs "
+          f"the reference ({floor['reference_forward']:.1f} ms) and compares the whole output ({floor['compare_output']:.1f} ms); "
+          f"x {config.correctness_trials} trials = {floor['all_trials']:.0f} ms beside {timed_large:.0f} ms timed: "
+          f">= {floor_ratio:.2f}x before any timing, forking or copying")
     record: dict[str, Any] = {
         "small_costs_ms": costs, "large_costs_ms": large, "evals_per_s": throughput, "gym_own_p50_ms": gym_own,
-        "large_eval_over_timed_work": large_ratio, "n": args.n, "workers": args.workers, "parts": list(PARTS)}
+        "large_eval_over_timed_work": large_ratio, "large_trial_floor_ms": floor,
+        "large_floor_ratio": floor_ratio, "n": args.n, "workers": args.workers, "parts": list(PARTS)}
     if args.fresh:
         fresh_overheads, fresh_tput = run_fresh(small, candidate, config, min(args.n, 20), args.workers)
         fresh_ms = statistics.median(fresh_overheads) * 1e3
