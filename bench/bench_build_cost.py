@@ -2,8 +2,9 @@
 
 In the main job's RL run the build is the largest part of an evaluation (`main_job_tiny_cpu.json`: build
 p50 ~98 ms of ~162 ms), so this splits it: the whole build as the build service runs it (its flags, the
-`#include <cmath>` block with and without its precompiled header), compile-only and link-only, and the link
-with the gold linker where it is installed. Then the build service's own steps around the compiler, each
+`#include <cmath>` block with and without its precompiled header), compile-only and link-only, the compiler's
+fixed cost (a one-line file without includes; the precompiled header alone, no kernel), and the link with the
+gold, mold and lld linkers where they are installed. Then the build service's own steps around the compiler, each
 timed alone (`service_*`: the keyed cache path, the scratch directory, the precompiled-header lookup, the
 compiler run as the build uid, the kill of whatever that uid left, adopting the library, recording its
 identity) and its whole `handle` for a new source; and the gym's build stage for a source never seen
@@ -16,12 +17,15 @@ is the median wall time of `--repeats` runs; the ratios are to the bare build wi
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +58,13 @@ def compiler_parts(repeats: int) -> dict[str, float]:
         subprocess.run(["g++", *flags, "-x", "c++-header", "block.h", "-o", "block.h.gch"], cwd=work, check=True)
         compile_flags = [f for f in flags if f != "-shared"]
         subprocess.run(["g++", *compile_flags, "-include", "block.h", "-c", "kernel.cpp", "-o", "kernel.o"], cwd=work, check=True)
+        (work / "empty.cpp").write_text("")
+        (work / "bare.cpp").write_text("void f() {}\n")
         parts = {
             "build_no_pch": median_ms(["g++", *flags, "kernel.cpp", "-o", "k.so"], work, repeats),
+            "compile_bare": median_ms(["g++", *compile_flags, "-c", "bare.cpp", "-o", "b.o"], work, repeats),
+            "compile_pch_alone": median_ms(["g++", *compile_flags, "-include", "block.h", "-c", "empty.cpp", "-o", "e.o"],
+                                           work, repeats),
             "build_pch": median_ms(["g++", *flags, "-include", "block.h", "kernel.cpp", "-o", "k.so"], work, repeats),
             "compile_only_pch": median_ms(["g++", *compile_flags, "-include", "block.h", "-c", "kernel.cpp", "-o", "k.o"],
                                           work, repeats),
@@ -67,14 +76,36 @@ def compiler_parts(repeats: int) -> dict[str, float]:
                                                 work, repeats)
             parts["build_pch_gold"] = median_ms(["g++", *flags, "-fuse-ld=gold", "-include", "block.h", "kernel.cpp",
                                                  "-o", "k.so"], work, repeats)
+        for linker in ("mold", "lld"):  # faster linkers, where installed (apt-get install mold lld)
+            if shutil.which(f"ld.{linker}"):
+                parts[f"link_only_{linker}"] = median_ms(["g++", "-shared", "-fopenmp", f"-fuse-ld={linker}", "kernel.o",
+                                                          "-o", "k.so"], work, repeats)
+                parts[f"build_pch_{linker}"] = median_ms(["g++", *flags, f"-fuse-ld={linker}", "-include", "block.h",
+                                                          "kernel.cpp", "-o", "k.so"], work, repeats)
     return parts
+
+
+@contextlib.contextmanager
+def cold_cache(under: Path | None = None) -> Iterator[Path]:
+    """An empty build cache of this process's own (KERNELRL_CACHE_DIR), removed afterwards: beside the shared one
+    (what the pool's sandbox mounts), or `under` a directory the build uid can traverse."""
+    root = (under or Path.home() / ".cache") / f"kernelrl-bench-build-{os.getpid()}"
+    root.mkdir(mode=0o755, parents=True)
+    saved = os.environ.get("KERNELRL_CACHE_DIR")
+    os.environ["KERNELRL_CACHE_DIR"] = str(root)
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        if saved is None:
+            os.environ.pop("KERNELRL_CACHE_DIR", None)
+        else:
+            os.environ["KERNELRL_CACHE_DIR"] = saved
 
 
 def service_parts(repeats: int) -> dict[str, float]:
     """The build service's steps for a new source (ms, p50), each timed alone in this process, beside its whole
     `handle`: `service_handle_new - service_compiler` is what the service adds to the compiler."""
-    import os
-
     from kernelrl.evaluate import builds
     from kernelrl.evaluate.build_identity import record_identity
     from kernelrl.evaluate.sandbox import BUILD_UID_BASE
@@ -90,42 +121,33 @@ def service_parts(repeats: int) -> dict[str, float]:
         times.setdefault(name, []).append(1000 * (time.perf_counter() - start))
         return value
 
-    with tempfile.TemporaryDirectory() as cache:
-        saved = os.environ.get("KERNELRL_CACHE_DIR")
-        os.environ["KERNELRL_CACHE_DIR"] = cache
-        os.chmod(cache, 0o755)  # the build uid traverses it, as it does ~/.cache/kernelrl
-        try:
-            service = builds.BuildService(uid)
-            request = {"language": "c++", "flags": []}
-            for i in range(2):  # the second sighting of the include block builds its precompiled header
-                service.handle({**request, "source": KERNEL.replace("2.0f", f"{2.0 + (i + 1) * 1e-4}f")}, time.monotonic() + 60)
-            for i in range(repeats):
-                reply = timed("service_handle_new", lambda i=i: service.handle(
-                    {**request, "source": KERNEL.replace("2.0f", f"{3.0 + i * 1e-4}f")}, time.monotonic() + 60))
-                if not reply or "path" not in reply:
-                    raise SystemExit(f"the build service did not build the kernel: {reply}")
-            assert service.headers is not None
-            for i in range(repeats):
-                source = KERNEL.replace("2.0f", f"{4.0 + i * 1e-4}f")
-                target = timed("service_cache_path", lambda source=source: library_path(source, "c++", flags))
-                native = target.parent.parent
-                os.makedirs(target.parent, mode=0o711, exist_ok=True)
-                workdir = timed("service_scratch_dir", lambda native=native: tempfile.mkdtemp(prefix=".build-", dir=native))
-                if uid is not None:
-                    os.chown(workdir, uid, uid)
-                header = timed("service_pch_lookup", lambda source=source: service.headers.header_for(source, "c++", flags))
-                out, _ = timed("service_compiler", lambda source=source, workdir=workdir, header=header: run_compiler(
-                    source, "c++", flags, workdir, 60, uid, precompiled=header))
-                if uid is not None:
-                    timed("service_kill_build_uid", lambda: builds.kill_all_of(uid))
-                timed("service_adopt", lambda out=out, target=target: (builds._adopt(out), os.replace(out, target)))
-                timed("service_scratch_dir", lambda workdir=workdir: shutil.rmtree(workdir, ignore_errors=True))
-                timed("service_record_identity", lambda target=target, native=native: record_identity(target, native))
-        finally:
-            if saved is None:
-                os.environ.pop("KERNELRL_CACHE_DIR", None)
-            else:
-                os.environ["KERNELRL_CACHE_DIR"] = saved
+    with cold_cache(Path(tempfile.gettempdir())):  # this process runs the service: no sandbox mounts the cache
+        service = builds.BuildService(uid)
+        request = {"language": "c++", "flags": []}
+        for i in range(2):  # the second sighting of the include block builds its precompiled header
+            service.handle({**request, "source": KERNEL.replace("2.0f", f"{2.0 + (i + 1) * 1e-4}f")}, time.monotonic() + 60)
+        for i in range(repeats):
+            reply = timed("service_handle_new", lambda i=i: service.handle(
+                {**request, "source": KERNEL.replace("2.0f", f"{3.0 + i * 1e-4}f")}, time.monotonic() + 60))
+            if not reply or "path" not in reply:
+                raise SystemExit(f"the build service did not build the kernel: {reply}")
+        assert service.headers is not None
+        for i in range(repeats):
+            source = KERNEL.replace("2.0f", f"{4.0 + i * 1e-4}f")
+            target = timed("service_cache_path", lambda source=source: library_path(source, "c++", flags))
+            native = target.parent.parent
+            os.makedirs(target.parent, mode=0o711, exist_ok=True)
+            workdir = timed("service_scratch_dir", lambda native=native: tempfile.mkdtemp(prefix=".build-", dir=native))
+            if uid is not None:
+                os.chown(workdir, uid, uid)
+            header = timed("service_pch_lookup", lambda source=source: service.headers.header_for(source, "c++", flags))
+            out, _ = timed("service_compiler", lambda source=source, workdir=workdir, header=header: run_compiler(
+                source, "c++", flags, workdir, 60, uid, precompiled=header))
+            if uid is not None:
+                timed("service_kill_build_uid", lambda: builds.kill_all_of(uid))
+            timed("service_adopt", lambda out=out, target=target: (builds._adopt(out), os.replace(out, target)))
+            timed("service_scratch_dir", lambda workdir=workdir: shutil.rmtree(workdir, ignore_errors=True))
+            timed("service_record_identity", lambda target=target, native=native: record_identity(target, native))
     # the scratch directory's two rows (make, remove) are one step
     scratch = times.pop("service_scratch_dir")
     times["service_scratch_dir"] = [a + b for a, b in zip(scratch[::2], scratch[1::2], strict=True)]
@@ -141,7 +163,8 @@ def gym_build_stage(repeats: int) -> dict[str, float]:
 
     source = CANDIDATE.replace("void relu2", "#include <cmath>\n#include <cstdint>\nvoid relu2")
     task, config = sized(65536), EvalConfig(measure_timing=False)
-    with EvalPool(workers=1, config=config) as pool:
+    # "new" must be new: an earlier run of this script built the same sources in the shared cache
+    with cold_cache(), EvalPool(workers=1, config=config) as pool:
         for i in range(2):  # the second sighting of the include block builds its precompiled header
             pool.evaluate(task, Candidate(source.replace("2.0f", f"{2.0 + (i + 1) * 1e-4}f")))
         new = [pool.evaluate(task, Candidate(source.replace("2.0f", f"{2.0 + (i + 10) * 1e-4}f"))).stage_seconds("build")
