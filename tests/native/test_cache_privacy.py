@@ -19,7 +19,7 @@ import pytest
 import kernelrl.native.build as build
 from kernelrl.evaluate.builds import BuildService
 from kernelrl.evaluate.sandbox import _prepare_cache
-from kernelrl.native.build import DEFAULT_FLAGS, compiler_for, compiler_identity, library_path
+from kernelrl.native.build import compiler_for, compiler_identity, default_flags, library_path
 
 OTHER_UID = 54321  # no such user: stands for a candidate's uid
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="switching uids needs root")
@@ -72,7 +72,7 @@ def test_another_uid_can_load_a_library_it_was_sent_but_not_find_or_derive_one(c
     source = f"// {secrets.token_hex(8)}\nextern \"C\" int answer() {{ return 42; }}\n"
     reply = BuildService(None).handle({"source": source, "language": "c++", "flags": []}, time.monotonic() + 60)
     path = Path(reply["path"])
-    flags = list(DEFAULT_FLAGS["c++"])
+    flags = default_flags("c++")
     unkeyed = hashlib.sha256(json.dumps([source, "c++", flags, compiler_identity(compiler_for("c++"))]).encode())
     native = cache / "native"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kernelrl.evaluate.builds import BuildService
-from kernelrl.native.build import DEFAULT_FLAGS
+from kernelrl.native.build import default_flags
 from kernelrl.native.pch import leading_includes
 
 KERNEL = """
@@ -66,8 +66,8 @@ def test_the_second_build_of_a_block_makes_its_header_and_later_builds_use_it() 
     assert made and (made[0] / "block.h.gch").is_file()
     assert (made[0] / "block.h").read_text() == leading_includes(KERNEL)
     third_source = KERNEL.format(bias=run + 3)
-    assert service.headers.header_for(third_source, "c++", list(DEFAULT_FLAGS["c++"])) == made[0] / "block.h"
-    assert service.headers.header_for(KERNEL.replace("<cstring>", "<vector>"), "c++", list(DEFAULT_FLAGS["c++"])) is None  # other block: first sighting
+    assert service.headers.header_for(third_source, "c++", default_flags("c++")) == made[0] / "block.h"
+    assert service.headers.header_for(KERNEL.replace("<cstring>", "<vector>"), "c++", default_flags("c++")) is None  # other block: first sighting
     third, _ = _build(service, third_source)
     expected = sum(math.log1p(math.exp(x)) for x in (0.5, -1.0, 2.0, 0.0))
     for path, bias in ((plain, 1), (second, 2), (third, 3)):

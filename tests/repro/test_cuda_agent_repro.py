@@ -32,8 +32,8 @@ def test_repro_cuda_agent_smoke_end_to_end(tmp_path: Path, capsys: pytest.Captur
     assert "rl" in phases and not phases & {"rft", "critic", "sft", "warmup_rl"}
     assert {"sft", "warmup_rl", "critic", "rl"} <= {row["phase"] for row in read_metrics(full)}
 
-    # A second run into the same directory would append its training rows to these metrics.jsonl files (per-step
-    # curves would then hold both runs): it is refused before anything runs, and --overwrite clears the old run.
+    # A second run into the same directory would mix its seed directories and results with these (seed1 would stay
+    # beside a one-seed run): it is refused before anything runs, and --overwrite clears the old run.
     rows = len(read_metrics(full))
     assert main(["repro", "cuda-agent", "--smoke", "--seeds", "0", "--out", str(tmp_path)]) == 2
     assert "holds an earlier run (results.json, seed0, seed1)" in capsys.readouterr().err

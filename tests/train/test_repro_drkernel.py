@@ -97,12 +97,18 @@ def test_repro_smoke_run(tmp_path: Path) -> None:
     for arm, (weight, prs) in {"baseline": ({"coverage_weight": 0.0}, "off"), "pr_prs": ({}, "per_turn")}.items():
         ran = json.loads((tmp_path / "seed0" / arm / "summary.json").read_text())["config"]["rl"]
         assert (ran["reward"], ran["reward_options"], ran["prs"], ran["steps"]) == ("coverage", weight, prs, 2)
+    per_seed_tt = data["seeds"]["0"]["test_time"]  # (c) on every seed's TRLOO policy, paired by seed
+    assert per_seed_tt["episodes"] == 2 and len(per_seed_tt["per_budget"]) == 2  # 2 held-out chains x 1, 2 turns
+    refine = data["refinement_comparison"]
+    assert refine["arm"] == "trloo" and refine["n"] == 1 and refine["diffs"] == [pytest.approx(
+        per_seed_tt["per_budget"][-1]["last_fast_1"] - per_seed_tt["per_budget"][0]["last_fast_1"])]
     lazy = data["lazy_comparison"]
     assert data["lazy_seeds"] == [0] and lazy["n"] == len(lazy["diffs"]) <= 1 and set(lazy["per_seed"]) == {"0"}
     report = (tmp_path / "report.md").read_text()
     assert "GRPO vs TRLOO (the finding under test)" in report and "**Verdict (TRLOO beats GRPO" in report
     assert "underpowered" in report and "(b) Demonstration, not a finding" in report
     assert "(a) Lazy optimisation" in report and "(c) Sequential" in report
+    assert "**Verdict (feedback-then-fix turns improve the answer" in report
     assert res["times"]["total_s"] > 0
     (tmp_path / "report.md").unlink()
     assert main(["repro", "drkernel", "--out", str(tmp_path), "--report-only"]) == 0

@@ -82,6 +82,17 @@ def test_resume_matches_uninterrupted(tmp_path: Path, smoke_cfg: TrainConfig, po
             assert rb[key] == pytest.approx(ra[key], rel=1e-5, abs=1e-7), (ra["step"], key)
 
 
+def test_a_new_run_in_a_used_directory_starts_its_metrics_anew(tmp_path: Path, smoke_cfg: TrainConfig,
+                                                               pool: EvalPool) -> None:
+    """Without `resume`, a run does not append to the rows an earlier run left in its directory."""
+    cfg = smoke_cfg.model_copy(deep=True)
+    cfg.rl.steps, cfg.sft.steps = 2, 2
+    for _ in range(2):
+        run_train(cfg, run_dir=tmp_path, echo=False, pool=pool, report=False)
+    assert [r["step"] for r in read_metrics(tmp_path, "rl")] == [1, 2]
+    assert len(read_metrics(tmp_path, "sft")) == len({r["step"] for r in read_metrics(tmp_path, "sft")})
+
+
 def test_copris_resume_carries_partial_rollouts_over(tmp_path: Path, smoke_cfg: TrainConfig, pool: EvalPool) -> None:
     """CoPRIS keeps stopped samples for the next batch; a checkpoint saves them (tokens, log-probs,
     versions, sampler state) and the verdicts of samples waiting for their group, so a resumed run

@@ -77,9 +77,8 @@ def _print_config_or_report(args: argparse.Namespace, cfg: Any, rewrite_report: 
 
 
 def earlier_run(out: str | Path) -> list[Path]:
-    """What an earlier run left in `out` that a new one would mix with: its per-seed directories (their training
-    runs append to an existing metrics.jsonl, so a repro that reads per-step curves would read both runs' rows)
-    and its results file."""
+    """What an earlier run left in `out` that a new one would mix with: its per-seed directories (a seed the new
+    run does not list would keep its old checkpoints and curves beside the new ones) and its results file."""
     root = Path(out)
     if not root.is_dir():
         return []
@@ -92,8 +91,8 @@ def _fresh_out(args: argparse.Namespace, out: str) -> str | None:
     if not left or args.print_config or args.report_only:
         return None
     if not args.overwrite:
-        return (f"{out} holds an earlier run ({', '.join(p.name for p in left[:4])}); its training runs would append "
-                "to their metrics.jsonl and the per-step curves would mix both runs: pass another --out, or --overwrite")
+        return (f"{out} holds an earlier run ({', '.join(p.name for p in left[:4])}); its seed directories and results "
+                "would mix with this run's: pass another --out, or --overwrite")
     for path in left:
         shutil.rmtree(path) if path.is_dir() else path.unlink()
     return None

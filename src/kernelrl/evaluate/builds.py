@@ -27,11 +27,11 @@ from typing import Any
 from kernelrl.evaluate.build_identity import record_identity
 from kernelrl.native.build import (
     BUILD_TIMEOUT_S,
-    DEFAULT_FLAGS,
     SOURCE_NAME,
     CompileError,
     as_uid,
     compiler_for,
+    default_flags,
     library_path,
     run_compiler,
 )
@@ -79,7 +79,7 @@ class BuildService:
                 return error(refusal)
         try:
             compiler = compiler_for(language)
-            flags = [*DEFAULT_FLAGS[language], *extra]
+            flags = [*default_flags(language), *extra]
             target = library_path(source, language, flags)
         except CompileError as exc:  # no such compiler here
             return error(str(exc))

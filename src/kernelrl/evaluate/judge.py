@@ -187,8 +187,9 @@ class Judge:
             raise task_failure("the task's Model.forward failed", exc) from None
 
     def correctness(self, ref_model: torch.nn.Module) -> None:
-        """Fresh inputs per trial; the reference runs here, the candidate there; outputs read whole. Small
-        trials share one arena, and after the first (alone, for the clearest failure) run in one request."""
+        """Fresh inputs per trial; the reference runs here, the candidate there; outputs read whole. The first
+        trial runs alone (the clearest failure, and an answer wrong on it costs no further draws); small trials
+        after it are drawn once it passed, and share one arena and one request."""
         rtol, atol = self._tolerance()
         trials = self.config.correctness_trials
         detail = Correctness(trials=trials, passed=0, rtol=rtol, atol=atol)
@@ -198,10 +199,12 @@ class Judge:
         proof = kernel_proof(self, ref_model)  # replayed proof of work (triton, nki): evaluate.proof
         batched = trials * _input_bytes(made["t0"]) <= SHARED_TRIALS_BYTES
         if batched:
-            made |= {f"t{trial}": self.inputs(trial) for trial in range(1, trials)}
             shared = self.process.send_inputs("trial", made)
             self._run_trials([0], made, shared, ref_model, torch_ops, proof)
             if trials > 1:
+                rest = {f"t{trial}": self.inputs(trial) for trial in range(1, trials)}
+                made |= rest
+                shared |= self.process.send_inputs("trials", rest)
                 self._run_trials(list(range(1, trials)), made, shared, ref_model, torch_ops, proof)
         else:
             for trial in range(trials):

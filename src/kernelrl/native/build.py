@@ -113,11 +113,46 @@ def check_includes(source: str, language: str) -> None:
         raise CompileError("include refused before compiling", log, source, file_name)
 
 
+LINKERS = ("mold", "gold", "bfd")  # g++'s -fuse-ld choices, fastest first (bench/bench_build_cost.py)
+
+
+@functools.cache
+def linker_flags(language: str) -> tuple[str, ...]:
+    """The link flag of a g++ build: `-fuse-ld=mold` where mold is installed (a kernel's link in ~9 ms of CPU
+    instead of ~20 with ld.bfd, `bench_build_cost.json`), else the compiler's default; `KERNELRL_LINKER`
+    (mold, gold, bfd) names one. Checked once per process by linking an empty library with it."""
+    if language != "c++":
+        return ()
+    wanted = os.environ.get("KERNELRL_LINKER", "").strip()
+    if wanted and wanted not in LINKERS:
+        raise CompileError(f"KERNELRL_LINKER must be one of {', '.join(LINKERS)}, got {wanted!r}", "", "", "")
+    for linker in [wanted] if wanted else [name for name in LINKERS if name == "mold"]:
+        if shutil.which(f"ld.{linker}") and _links_with(linker):
+            return (f"-fuse-ld={linker}",)
+    return ()
+
+
+def _links_with(linker: str) -> bool:
+    """Whether g++ links an empty shared library with `-fuse-ld=linker` (an older g++ may not know the name)."""
+    with tempfile.TemporaryDirectory() as work:
+        command = [compiler_for("c++"), "-shared", f"-fuse-ld={linker}", "-x", "c++", "-", "-o", os.path.join(work, "probe.so")]
+        try:
+            done = subprocess.run(command, input=b"", capture_output=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            return False
+        return done.returncode == 0
+
+
+def default_flags(language: str) -> list[str]:
+    """The flags every build of `language` gets before the caller's: DEFAULT_FLAGS and the linker's."""
+    return [*DEFAULT_FLAGS[language], *linker_flags(language)]
+
+
 def full_flags(language: str, extra_flags: tuple[str, ...] | list[str] = ()) -> list[str]:
-    """Every compiler flag of a build: the defaults, -arch for CUDA, then the caller's extras."""
+    """Every compiler flag of a build: the defaults, the linker's, -arch for CUDA, then the caller's extras."""
     if language not in SOURCE_NAME:
         compiler_for(language)  # raises the unknown-language error
-    return [*DEFAULT_FLAGS[language], *(cuda_arch_flags() if language == "cuda" else []), *extra_flags]
+    return [*default_flags(language), *(cuda_arch_flags() if language == "cuda" else []), *extra_flags]
 
 
 def library_path(source: str, language: str, flags: list[str]) -> Path:

@@ -16,7 +16,9 @@ On the first seed's policies:
     baseline gives 1; computed on real rollouts' returns analytically and by autograd through the
     `kernelrl.rl` estimators (``drgrpo``, ``grpo`` with std normalisation, ``trloo``).
 (c) Sequential test-time scaling: held-out episodes run to the turn limit (``stop_at_first_correct=False``);
-    fast_1 of the best turn of each episode vs fast_1 of its last turn, and both per turn budget.
+    fast_1 of the best turn of each episode vs fast_1 of its last turn, and both per turn budget. On every seed
+    the `TEST_TIME_ARM` policy's too, paired by seed: the answer's fast_1 after the last turn minus after the
+    first (`refinement_comparison`; best-of-turns can only grow with the budget, so it is shown, not tested).
 
 Writes ``results.json`` (`kernelrl.repro.record`: revision, config, every seed's numbers, wall time), then
 ``report.md`` and ``drkernel.png`` rendered from it alone, under the run directory (each seed's runs in
@@ -58,6 +60,8 @@ ARMS: dict[str, dict[str, Any]] = {
 }
 #: RL steps of the lazy-optimisation arms in a full run (the GRPO / TRLOO arms take `rl.steps`)
 LAZY_STEPS = 30
+#: (c) on every seed: the held-out sequential scaling of this arm's policy (Dr. Kernel's TRLOO)
+TEST_TIME_ARM = "trloo"
 #: the held-out number the GRPO / TRLOO comparison is judged on (correctness only: no timing noise)
 METRIC = "sampled_pass_rate"
 
@@ -216,9 +220,9 @@ def _train_arm(cfg: TrainConfig, run_dir: Path, cache: EvalCache, sft_policy: Pa
 
 
 def run_seed(cfg: TrainConfig, out: Path, pool: EvalPool, *, lazy: bool, say: Callable[[str], None],
-             lazy_steps: int | None = None) -> dict[str, Any]:
+             lazy_steps: int | None = None, heldout_episodes: int = 4, heldout_turns: int = 3) -> dict[str, Any]:
     """One seed: SFT once, then every arm of `ALGO_ARMS` (and of `ARMS`, for `lazy_steps` steps, when `lazy`)
-    from that checkpoint."""
+    from that checkpoint; then (c) on the `TEST_TIME_ARM` policy."""
     out.mkdir(parents=True, exist_ok=True)
     cache = EvalCache(pool, make_family(cfg.task, cfg.seed))  # equal answers share one verdict across arms
     t0 = time.perf_counter()
@@ -234,6 +238,11 @@ def run_seed(cfg: TrainConfig, out: Path, pool: EvalPool, *, lazy: bool, say: Ca
             f"{opts.get('steps', cfg.rl.steps)} RL steps)")
         res["arms"][arm] = _train_arm(cfg, out / arm, cache, out / "sft" / "sft_policy.safetensors", opts)
         res["times"][f"{arm}_s"] = res["arms"][arm]["time_s"]
+    t0 = time.perf_counter()
+    say(f"(c) held-out sequential scaling of the {TEST_TIME_ARM} policy over {heldout_turns} turns")
+    res["test_time"] = test_time_scaling(cfg, cache.family, cache, out / TEST_TIME_ARM / "policy.safetensors",
+                                         heldout_episodes=heldout_episodes, heldout_turns=heldout_turns)
+    res["times"]["test_time_s"] = time.perf_counter() - t0
     res["eval_cache"] = {"submitted": cache.submitted, "hits": cache.hits}
     return res
 
@@ -255,12 +264,38 @@ def _probe(cfg: TrainConfig, family: TaskFamily, cache: EvalCache, policy: Path,
             s.reward = float(reward(s.result)) if s.result is not None else 0.0
         probe["stop_at_first_correct" if stop else "to_turn_limit"] = self_inclusion_weights(
             *_tensors(samples), gamma=cfg.rl.gamma)
+    return probe, _held_out_scaling(cfg, family, cache, engine, tok, heldout_episodes, turns)
+
+
+def _held_out_scaling(cfg: TrainConfig, family: TaskFamily, cache: EvalCache, engine: Engine, tok: Any,
+                      heldout_episodes: int, turns: int) -> dict[str, Any]:
+    """(c) held-out episodes run to the turn limit: `sequential_scaling` and the lazy share of correct turns."""
     samples = collect(engine, tok, cache, list(family.heldout_items), group_size=heldout_episodes, turns=turns,
                       max_new_tokens=cfg.rl.max_new_tokens, seed=cfg.seed + 77, stop_at_first_correct=False)
     scaling = sequential_scaling(samples, turns)
     ok = [coverage(s.result) for s in samples if s.result is not None and s.result.correct]
     scaling["lazy_share"] = sum(c < 0.5 for c in ok) / len(ok) if ok else 0.0
-    return probe, scaling
+    return scaling
+
+
+def test_time_scaling(cfg: TrainConfig, family: TaskFamily, cache: EvalCache, policy: Path, *,
+                      heldout_episodes: int, heldout_turns: int) -> dict[str, Any]:
+    """(c) on one seed's policy: its held-out sequential scaling over `heldout_turns` turns."""
+    model, tok = _load_policy(cfg, family, policy)
+    turns = max(cfg.rl.turns, heldout_turns)
+    engine = Engine(model, tok, max_batch_size=heldout_episodes * len(family.heldout_items),
+                    max_context=cfg.model.max_positions, seed=cfg.seed)
+    return _held_out_scaling(cfg, family, cache, engine, tok, heldout_episodes, turns)
+
+
+def refinement_comparison(seeds: dict[str, Any]) -> dict[str, Any]:
+    """(c) paired by seed on the TRLOO policy: held-out fast_1 of the episode's answer after the last turn minus
+    after its first (positive: feedback-then-fix turns improve the answer), beside best-of-turns fast_1."""
+    rows = {s: d["test_time"]["per_budget"] for s, d in seeds.items() if d.get("test_time")}
+    diffs = [per[-1]["last_fast_1"] - per[0]["last_fast_1"] for per in rows.values()]
+    per_seed = {s: {"first_turn": per[0]["last_fast_1"], "last_turn": per[-1]["last_fast_1"],
+                    "best_of_turns": per[-1]["best_fast_1"]} for s, per in rows.items()}
+    return {"arm": TEST_TIME_ARM, "per_seed": per_seed, **paired(diffs)}
 
 
 def algo_comparison(seeds: dict[str, Any], metric: str = METRIC) -> dict[str, Any]:
@@ -314,7 +349,8 @@ def run_drkernel(cfg: TrainConfig, out: str | Path, *, seeds: tuple[int, ...] = 
 
             t0 = time.perf_counter()
             results["seeds"][str(seed)] = run_seed(c, out / f"seed{seed}", pool, lazy=i < lazy_seeds, say=say,
-                                                   lazy_steps=lazy_steps)
+                                                   lazy_steps=lazy_steps, heldout_episodes=heldout_episodes,
+                                                   heldout_turns=heldout_turns)
             results["times"][f"seed{seed}_s"] = time.perf_counter() - t0
             write_record(out, results)  # the seeds so far
         first = seeds[0]
@@ -336,6 +372,7 @@ def run_drkernel(cfg: TrainConfig, out: str | Path, *, seeds: tuple[int, ...] = 
         results["lazy_halves"] = {arm: pooled_halves(d) for arm, d in results["lazy"].items()}
         results["lazy_comparison"] = lazy_comparison(results["seeds"], results["lazy_seeds"])
         results["algo_comparison"] = algo_comparison(results["seeds"])
+        results["refinement_comparison"] = refinement_comparison(results["seeds"])
         results["times"]["total_s"] = results["wall_s"] = time.perf_counter() - t_start
         results["eval_cache"] = {"submitted": cache.submitted, "hits": cache.hits}
         write_record(out, results)
@@ -525,5 +562,14 @@ def report(results: dict[str, Any]) -> str:
                          "feedback) produced no fast kernel, so the gap measures the policy breaking kernels in "
                          "later turns, not sequential refinement improving them. Its SFT data has no multi-turn "
                          "examples.")
+    refine = results.get("refinement_comparison")
+    if refine and refine["per_seed"]:
+        lines += ["", f"Per seed, the {refine['arm']} policy's held-out episodes (same settings): fast_1 of the answer "
+                  "after the first turn, after the last turn, and of the best turn.", "",
+                  "| seed | first turn | last turn | best of turns |", "|---|---|---|---|",
+                  *[f"| {seed} | {row['first_turn']:.3f} | {row['last_turn']:.3f} | {row['best_of_turns']:.3f} |"
+                    for seed, row in refine["per_seed"].items()], "",
+                  verdict_line("feedback-then-fix turns improve the answer: last-turn minus first-turn held-out fast_1",
+                               refine)]
     lines += ["", "## Times (s)", "", *[f"- {k}: {v:.1f}" for k, v in results["times"].items()], ""]
     return "\n".join(lines)

@@ -265,7 +265,6 @@ def run_distill(cfg: TrainConfig, pool: EvalPool | None = None, cache: EvalCache
     torch.set_num_threads(cfg.threads)
     run = Path(cfg.out_dir) / "distill"
     run.mkdir(parents=True, exist_ok=True)
-    (run / "metrics.jsonl").unlink(missing_ok=True)
     cfg.save(run)
     teacher, teacher_ref, tok, info = teacher_pair(cfg, run, pool)
     seed_everything(cfg.seed + 1)
@@ -274,7 +273,7 @@ def run_distill(cfg: TrainConfig, pool: EvalPool | None = None, cache: EvalCache
     family = make_family(cfg.task, cfg.seed)
     train, heldout = family.train_items, family.heldout_items
     student, student_cfg, student_info = build_student(cfg, teacher_ref, tok, family)
-    logger = MetricsLogger(run, cfg.tensorboard)
+    logger = MetricsLogger(run, cfg.tensorboard, fresh=True)
     own = pool is None and cache is None
     if own:
         pool = EvalPool(cfg.eval.workers, eval_config(cfg), sandbox=cfg.eval.sandbox)

@@ -134,7 +134,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
     model, tok = build_model(cfg.model, family.tokenizer_corpus(), cfg.seed)
     if cfg.model.init_from:
         load_weights(model, Path(cfg.model.init_from), "model.init_from")
-    logger = MetricsLogger(run, cfg.tensorboard)
+    logger = MetricsLogger(run, cfg.tensorboard, fresh=not resume)
     ckpt = latest_checkpoint(run) if resume else None
     summary: dict[str, Any] = {"config": cfg.model_dump()}
     times: dict[str, float] = {}

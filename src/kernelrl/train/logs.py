@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,10 +13,15 @@ from typing import Any
 class MetricsLogger:
     """Appends one JSON line per record to ``metrics.jsonl``; mirrors scalars to TensorBoard."""
 
-    def __init__(self, run_dir: str | Path, tensorboard: bool = True) -> None:
+    def __init__(self, run_dir: str | Path, tensorboard: bool = True, fresh: bool = False) -> None:
+        """`fresh`: a new run in a directory an earlier run may have used starts ``metrics.jsonl`` and ``tb/`` anew
+        (its curves would otherwise mix both runs' rows); a resumed run appends."""
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / "metrics.jsonl"
+        if fresh:
+            self.path.unlink(missing_ok=True)
+            shutil.rmtree(self.run_dir / "tb", ignore_errors=True)
         self._tb = None
         if tensorboard:
             try:

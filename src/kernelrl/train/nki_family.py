@@ -24,7 +24,7 @@ from kernelrl.tasks.task import Task
 from kernelrl.train import nki_chains as nc
 from kernelrl.train.config import TaskConfig
 from kernelrl.train.model import encode_answer, encode_prompt
-from kernelrl.train.task_family import Judge, Pairs
+from kernelrl.train.task_family import Judge, Pairs, feedback_fix_pairs
 
 #: the candidate's line of the loop body's first statement (`nki_chains.CANDIDATE`)
 FIRST_BODY_LINE = nc.CANDIDATE.split("\n").index("{body}") + 1
@@ -131,22 +131,9 @@ class NkiChainFamily:
                 for c in items for _ in range(per_item)]
 
     def fix_pairs(self, tok: Any, items: list[Hashable], seed: int, judge: Judge) -> tuple[Pairs, list[str]]:
-        """Feedback-then-fix pairs: per item, a first draft with one mistake (`nki_chains.corrupt`), the gym's
-        real verdict of it as feedback (`judge`), and the correct kernel as the answer (the loss is on the
-        fix only). Also returns the feedback texts (the pool of the ``shuffled`` control)."""
-        rng = random.Random(seed + 5)
-        drafts = []
-        for c in items:
-            chain = cast(tuple[str, ...], c)
-            bad = nc.corrupt(chain, rng.choice(nc.applicable(chain)), rng)
-            drafts.append((c, bad, judge(c, bad)))
-        pairs, texts = [], []
-        for c, bad, fut in drafts:
-            result = fut.result()
-            if result.correct:  # a mistake that happens to be harmless (e.g. relu dropped before abs)
-                continue
-            bad_ids = encode_answer(tok, bad)
-            ctx = self.prompt_ids(tok, c) + bad_ids + self.protocol.feedback_ids(tok, result, bad_ids)
-            pairs.append((ctx, encode_answer(tok, nc.solution(cast(tuple[str, ...], c)))))
-            texts.append(short_feedback(result))
-        return pairs, texts
+        """Feedback-then-fix pairs (`task_family.feedback_fix_pairs`): a draft with one mistake
+        (`nki_chains.corrupt`), the gym's verdict of it as feedback, the correct kernel as the fix; the texts are
+        `short_feedback`'s."""
+        return feedback_fix_pairs(self, tok, items, seed, judge,
+                                  draft=lambda chain, rng: nc.corrupt(chain, rng.choice(nc.applicable(chain)), rng),
+                                  fix=lambda chain, rng: nc.solution(chain), feedback_text=short_feedback)

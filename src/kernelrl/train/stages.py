@@ -233,7 +233,7 @@ def run_stages(cfg: TrainConfig, *, run_dir: str | Path | None = None, echo: boo
     run = start_run(cfg, run_dir, echo, f"staged run {cfg.pipeline.stages} in")
     family = make_family(cfg.task, cfg.seed)
     model, tok = build_model(cfg.model, family.tokenizer_corpus(), cfg.seed)
-    logger = MetricsLogger(run, cfg.tensorboard)
+    logger = MetricsLogger(run, cfg.tensorboard, fresh=not resume)
     own_pool = pool is None
     pool = pool or EvalPool(cfg.eval.workers, eval_config(cfg), sandbox=cfg.eval.sandbox)
     summary: dict[str, Any] = {"config": cfg.model_dump(), "stages": {}}

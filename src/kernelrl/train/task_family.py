@@ -174,27 +174,40 @@ class TinyFamily:
 
 
     def fix_pairs(self, tok: Any, items: list[Hashable], seed: int, judge: Judge) -> tuple[Pairs, list[str]]:
-        """Feedback-then-fix pairs: per item, a first draft with one mistake (`elementwise_chains.corrupt`), the
-        gym's real verdict of it as the next turn's feedback (`judge`: item, answer -> a future verdict), and a
-        correct answer as the target (the loss is on the fix only). Drafts the gym finds correct are left out.
-        Also returns the feedback texts."""
-        rng = random.Random(seed + 5)
-        drafts = []
-        for c in items:
-            chain = cast(tuple[str, ...], c)
-            bad = chains.corrupt(chain, rng.choice(chains.applicable(chain)), rng)
-            drafts.append((c, bad, judge(c, bad)))
-        pairs: Pairs = []
-        texts: list[str] = []
-        for c, bad, future in drafts:
-            result = future.result()
-            if result is not None and result.correct:
-                continue
-            bad_ids = encode_answer(tok, bad)
-            context = self.prompt_ids(tok, c) + bad_ids + self.protocol.feedback_ids(tok, result, bad_ids)
-            pairs.append((context, encode_answer(tok, chains.solution(cast(tuple[str, ...], c), rng))))
-            texts.append(self.protocol.feedback(result))
-        return pairs, texts
+        """Feedback-then-fix pairs (`feedback_fix_pairs`): a draft with one mistake (`elementwise_chains.corrupt`),
+        the protocol's feedback on the gym's verdict of it, a solution as the fix."""
+        return feedback_fix_pairs(self, tok, items, seed, judge,
+                                  draft=lambda chain, rng: chains.corrupt(chain, rng.choice(chains.applicable(chain)), rng),
+                                  fix=chains.solution, feedback_text=self.protocol.feedback)
+
+
+Chain = tuple[str, ...]
+
+
+def feedback_fix_pairs(family: Any, tok: Any, items: list[Hashable], seed: int, judge: Judge, *,
+                       draft: Callable[[Chain, random.Random], str], fix: Callable[[Chain, random.Random], str],
+                       feedback_text: Callable[[Any], str]) -> tuple[Pairs, list[str]]:
+    """Feedback-then-fix SFT pairs: per item, a first `draft` with one mistake, the gym's real verdict of it
+    (`judge`: item, answer -> a future verdict) rendered as the next turn's feedback by the family's protocol,
+    and a correct answer (`fix`) as the target, so the loss is on the fix only. Drafts the gym finds correct (a
+    harmless mistake, e.g. relu dropped before abs) are left out. Also returns the feedback texts
+    (`feedback_text`; the pool of a shuffled-feedback control). All drafts are judged before any is awaited."""
+    rng = random.Random(seed + 5)
+    drafts = []
+    for item in items:
+        bad = draft(cast(Chain, item), rng)
+        drafts.append((item, bad, judge(item, bad)))
+    pairs: Pairs = []
+    texts: list[str] = []
+    for item, bad, future in drafts:
+        result = future.result()
+        if result is not None and result.correct:
+            continue
+        bad_ids = encode_answer(tok, bad)
+        context = family.prompt_ids(tok, item) + bad_ids + family.protocol.feedback_ids(tok, result, bad_ids)
+        pairs.append((context, encode_answer(tok, fix(cast(Chain, item), rng))))
+        texts.append(feedback_text(result))
+    return pairs, texts
 
 
 def warmup_pairs(family: Any, tok: Any, items: list[Hashable], seed: int, fix_fraction: float,
