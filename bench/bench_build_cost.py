@@ -1,7 +1,7 @@
 """What one g++ build of a tiny-family kernel costs, by part, side by side in one run.
 
 In the main job's RL run the build is the largest part of an evaluation (`main_job_tiny_cpu.json`: build
-p50 ~98 ms of ~162 ms), so this splits it: the whole build as the build service runs it (its flags, the
+p50 ~98 ms of ~162 ms), so this splits it: the whole build with DEFAULT_FLAGS and the default linker (the
 `#include <cmath>` block with and without its precompiled header), compile-only and link-only, the compiler's
 fixed cost (a one-line file without includes; the precompiled header alone, no kernel), and the link with the
 gold, mold and lld linkers where they are installed. Then the build service's own steps around the compiler, each
@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from kernelrl.native.build import DEFAULT_FLAGS
+from kernelrl.native.build import DEFAULT_FLAGS, default_flags
 
 KERNEL = """#include <cmath>
 #include <cstdint>
@@ -112,7 +112,7 @@ def service_parts(repeats: int) -> dict[str, float]:
     from kernelrl.native.build import library_path, run_compiler
 
     uid = BUILD_UID_BASE if os.geteuid() == 0 else None  # as a bubblewrap pool's slot 0 runs its compilers
-    flags = DEFAULT_FLAGS["c++"]
+    flags = default_flags("c++")  # the service's own: DEFAULT_FLAGS and its linker (mold where installed)
     times: dict[str, list[float]] = {}
 
     def timed(name: str, step: Any) -> Any:
