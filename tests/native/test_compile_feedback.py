@@ -12,7 +12,7 @@ import pytest
 
 from kernelrl.evaluate.builds import BuildService
 from kernelrl.evaluate.feedback import compile_error_text
-from kernelrl.native.build import CompileError, build_shared_library
+from kernelrl.native.build import CompileError, build_shared_library, run_compiler
 
 KERNEL_TAIL = "void f(float* x) { x[0] = 1.f; }\n"
 
@@ -64,6 +64,20 @@ def test_etc_passwd_is_not_echoed() -> None:
     first = Path("/etc/passwd").read_text().splitlines()[0]
     assert first not in log and first.split(":")[0] + ":" not in log, log
     assert "omitted (e.g. /etc/passwd:1)" in log, log
+
+
+@pytest.mark.skipif(shutil.which("ld.mold") is None, reason="mold is not installed (apt-get install mold)")
+def test_a_linker_that_quotes_a_foreign_file_is_not_echoed(tmp_path: Path) -> None:
+    """mold (opt-in: KERNELRL_LINKER=mold) quotes the offending line of a file it took for a linker script; its
+    lines are not the toolchain's known ones, so the log keeps none of them."""
+    secret = f"root:x:0:0:{secrets.token_hex(6)}:/root:/bin/bash"
+    foreign = tmp_path / "not_a_script.txt"
+    foreign.write_text(secret + "\n")
+    source = f"void f(float* x) {{ x[0] = 1.0f; }}  // {secrets.token_hex(4)}\n"
+    with pytest.raises(CompileError) as failed:
+        run_compiler(source, "c++", ["-O1", "-fPIC", "-shared", "-fuse-ld=mold", str(foreign)], str(tmp_path),
+                     timeout=120)
+    assert secret.split(":")[4] not in failed.value.log and "linker script" not in failed.value.log, failed.value.log
 
 
 @pytest.mark.parametrize("name", ["d(3): error: q", "x:1:1: error: y", "as: x", "ld"])

@@ -1,5 +1,5 @@
-"""The build's linker (`native.build.linker_flags`): mold where installed, another by KERNELRL_LINKER, and the
-library it links loads and computes like one ld.bfd links."""
+"""The build's linker (`native.build.linker_flags`): the compiler's default unless KERNELRL_LINKER names one, and
+a mold-linked library loads and computes like one ld.bfd links."""
 
 from __future__ import annotations
 
@@ -22,11 +22,12 @@ def _linker_of(env: dict[str, str]) -> str:
                           check=True).stdout.strip()
 
 
-def test_mold_is_chosen_where_installed_and_the_variable_overrides() -> None:
+def test_the_default_linker_unless_the_variable_names_one() -> None:
     assert linker_flags("cuda") == ()
-    expected = "-fuse-ld=mold" if shutil.which("ld.mold") else ""
-    assert _linker_of({"KERNELRL_LINKER": ""}) == expected
+    assert _linker_of({"KERNELRL_LINKER": ""}) == ""
     assert _linker_of({"KERNELRL_LINKER": "bfd"}) == "-fuse-ld=bfd"
+    if shutil.which("ld.mold"):
+        assert _linker_of({"KERNELRL_LINKER": "mold"}) == "-fuse-ld=mold"
 
 
 def test_unknown_linker_is_named() -> None:
