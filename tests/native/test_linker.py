@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -38,7 +39,7 @@ def test_unknown_linker_is_named() -> None:
 
 
 @pytest.mark.skipif(shutil.which("ld.mold") is None, reason="mold is not installed (apt-get install mold)")
-def test_a_mold_linked_library_loads_and_runs(tmp_path) -> None:
+def test_a_mold_linked_library_loads_and_runs(tmp_path: Path) -> None:
     for linker in ("mold", "bfd"):
         work = tmp_path / linker
         work.mkdir()
