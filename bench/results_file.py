@@ -26,7 +26,33 @@ def machine() -> dict[str, Any]:
     except (OSError, StopIteration):
         pass
     return {"cpu": cpu or platform.processor(), "cores": len(os.sched_getaffinity(0)), "python": platform.python_version(),
-            "torch": torch.__version__, "load_average": os.getloadavg()[0], "platform": platform.platform()}
+            "torch": torch.__version__, "load_average": os.getloadavg()[0], "platform": platform.platform(),
+            "speed_probe_ms": speed_probe()}
+
+
+def speed_probe(repeats: int = 9) -> dict[str, float]:
+    """Medians of two fixed single-thread workloads, timed as the record is written: the same kernel's timings in two
+    records compare only if these do (a shared VM's CPU and memory speed vary from hour to hour)."""
+    import statistics
+    import time
+
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    x = torch.randn(2**21)
+    torch_ms, python_ms = [], []
+    try:
+        for _ in range(repeats):
+            start = time.perf_counter()
+            torch.relu(x).mul_(2.0).sum()
+            torch_ms.append(1000 * (time.perf_counter() - start))
+            start = time.perf_counter()
+            sum(i * i for i in range(200_000))
+            python_ms.append(1000 * (time.perf_counter() - start))
+    finally:
+        torch.set_num_threads(threads)
+    return {"torch_2m_relu": statistics.median(torch_ms), "python_loop": statistics.median(python_ms)}
 
 
 def _git(*args: str) -> str:
