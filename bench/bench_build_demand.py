@@ -18,12 +18,13 @@ cache hits could cut the gym's time per RL step, or whether the builds are disti
 from __future__ import annotations
 
 import argparse
-import os
 import re
-import shutil
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from bench_build_cost import cold_cache
 
 _LINE_COMMENT = re.compile(r"//[^\n]*")
 _BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
@@ -52,28 +53,15 @@ def run(overrides: list[str]) -> dict[str, Any]:
             return super().judge(task, candidate)
 
     cfg = load_config("tiny-cpu", overrides=overrides)
-    cache_root = Path.home() / ".cache" / f"kernelrl-bench-demand-{os.getpid()}"
-    cache_root.mkdir(mode=0o755, parents=True)
-    saved = os.environ.get("KERNELRL_CACHE_DIR")
-    os.environ["KERNELRL_CACHE_DIR"] = str(cache_root)
-    try:
-        with tempfile.TemporaryDirectory() as tmp, EvalPool(cfg.eval.workers, eval_config(cfg), sandbox=cfg.eval.sandbox) as pool:
-            cache = RecordingCache(pool, make_family(cfg.task, cfg.seed))
-            summary = run_train(cfg, run_dir=Path(tmp) / "run", echo=False, cache=cache, report=False)
-            statuses: dict[str, int] = {}
-            for future in cache._futures.values():
-                status = str(future.result().status)
-                statuses[status] = statuses.get(status, 0) + 1
+    with cold_cache() as cache_root, tempfile.TemporaryDirectory() as tmp, \
+            EvalPool(cfg.eval.workers, eval_config(cfg), sandbox=cfg.eval.sandbox) as pool:
+        cache = RecordingCache(pool, make_family(cfg.task, cfg.seed))
+        summary = run_train(cfg, run_dir=Path(tmp) / "run", echo=False, cache=cache, report=False)
+        statuses = Counter(str(future.result().status) for future in cache._futures.values())
         builds = sum(1 for p in (cache_root / "native").rglob("*.so") if p.is_file())
-    finally:
-        shutil.rmtree(cache_root, ignore_errors=True)
-        if saved is None:
-            os.environ.pop("KERNELRL_CACHE_DIR", None)
-        else:
-            os.environ["KERNELRL_CACHE_DIR"] = saved
     distinct_normalised = len({(task, normalised(source)) for task, source in judged})
     return {
-        "judged": len(judged), "verdict_cache_hits": cache.hits, "builds": builds, "judged_by_status": statuses,
+        "judged": len(judged), "verdict_cache_hits": cache.hits, "builds": builds, "judged_by_status": dict(statuses),
         "judged_with_normalised_key": distinct_normalised, "saved_by_normalised_key": len(judged) - distinct_normalised,
         "distinct_sources_all_tasks": len({source for _, source in judged}),
         "rl_steps": cfg.rl.steps, "after_rl": {k: v for k, v in summary["after_rl"].items() if k != "examples"},
