@@ -108,7 +108,7 @@ def test_repro_smoke_run(tmp_path: Path) -> None:
     assert "GRPO vs TRLOO (the finding under test)" in report and "**Verdict (TRLOO beats GRPO" in report
     assert "underpowered" in report and "(b) Demonstration, not a finding" in report
     assert "(a) Lazy optimisation" in report and "(c) Sequential" in report
-    assert "**Verdict (feedback-then-fix turns improve the answer" in report
+    assert "**Verdict (feedback turns (fix: and faster:) improve the answer" in report
     assert res["times"]["total_s"] > 0
     (tmp_path / "report.md").unlink()
     assert main(["repro", "drkernel", "--out", str(tmp_path), "--report-only"]) == 0

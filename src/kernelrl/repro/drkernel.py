@@ -19,6 +19,9 @@ On the first seed's policies:
     fast_1 of the best turn of each episode vs fast_1 of its last turn, and both per turn budget. On every seed
     the `TEST_TIME_ARM` policy's too, paired by seed: the answer's fast_1 after the last turn minus after the
     first (`refinement_comparison`; best-of-turns can only grow with the budget, so it is shown, not tested).
+    SFT holds feedback-then-fix turns (a wrong draft, its verdict, ``fix:``, a solution) and feedback-then-faster
+    turns (a correct, often lazy draft, its verdict with its speedup, ``faster:``, an all-C solution), so a later
+    turn follows either cue it meets in RL (`task_family.warmup_pairs`).
 
 Writes ``results.json`` (`kernelrl.repro.record`: revision, config, every seed's numbers, wall time), then
 ``report.md`` and ``drkernel.png`` rendered from it alone, under the run directory (each seed's runs in
@@ -70,7 +73,7 @@ DEFAULT = [
     "name=repro-drkernel", "threads=1", "checkpoint_every=0", "tensorboard=false", "progress=false",
     "task.hybrid=true", "task.lazy_fraction=0.5", "task.n_train=256", "task.n_heldout=16", "task.min_ops=3",
     "task.max_ops=4", "task.rows=2048", "task.cols=1024",
-    "sft.steps=200", "sft.fix_fraction=0.5",
+    "sft.steps=200", "sft.fix_fraction=0.5", "sft.faster_fraction=0.5",
     "rl.algo=trloo", "rl.turns=2", "rl.stop_at_first_correct=false", "rl.steps=8", "rl.prompts_per_step=4",
     "rl.group_size=4", "rl.max_new_tokens=64", "rl.lr=0.0002", "rl.kl_coef=0.05", "rl.dynamic_sampling=false",
     "eval.workers=2", "eval.correctness_trials=1", "eval.timing_trials=20", "eval.timing_budget_s=0.5",
@@ -80,7 +83,7 @@ SMOKE = [
     "name=repro-drkernel-smoke", "threads=1", "checkpoint_every=0", "tensorboard=false", "progress=false",
     "task.hybrid=true", "task.lazy_fraction=0.5", "task.n_train=8", "task.n_heldout=2", "task.min_ops=2",
     "task.max_ops=2", "task.rows=64", "task.cols=256",
-    "sft.steps=30", "sft.fix_fraction=0.5", "rl.algo=trloo", "rl.turns=2", "rl.stop_at_first_correct=false", "rl.steps=2",
+    "sft.steps=30", "sft.fix_fraction=0.5", "sft.faster_fraction=0.5", "rl.algo=trloo", "rl.turns=2", "rl.stop_at_first_correct=false", "rl.steps=2",
     "rl.prompts_per_step=2", "rl.group_size=2", "rl.max_new_tokens=24", "rl.dynamic_sampling=false",
     "eval.workers=1", "eval.correctness_trials=1", "eval.timing_trials=2", "eval.timing_budget_s=0.05",
     "eval.heldout_samples=2",
@@ -290,7 +293,7 @@ def test_time_scaling(cfg: TrainConfig, family: TaskFamily, cache: EvalCache, po
 
 def refinement_comparison(seeds: dict[str, Any]) -> dict[str, Any]:
     """(c) paired by seed on the TRLOO policy: held-out fast_1 of the episode's answer after the last turn minus
-    after its first (positive: feedback-then-fix turns improve the answer), beside best-of-turns fast_1."""
+    after its first (positive: feedback turns, `fix:` and `faster:`, improve the answer), beside best-of-turns fast_1."""
     rows = {s: d["test_time"]["per_budget"] for s, d in seeds.items() if d.get("test_time")}
     diffs = [per[-1]["last_fast_1"] - per[0]["last_fast_1"] for per in rows.values()]
     per_seed = {s: {"first_turn": per[0]["last_fast_1"], "last_turn": per[-1]["last_fast_1"],
@@ -569,7 +572,7 @@ def report(results: dict[str, Any]) -> str:
                   "| seed | first turn | last turn | best of turns |", "|---|---|---|---|",
                   *[f"| {seed} | {row['first_turn']:.3f} | {row['last_turn']:.3f} | {row['best_of_turns']:.3f} |"
                     for seed, row in refine["per_seed"].items()], "",
-                  verdict_line("feedback-then-fix turns improve the answer: last-turn minus first-turn held-out fast_1",
+                  verdict_line("feedback turns (fix: and faster:) improve the answer: last-turn minus first-turn held-out fast_1",
                                refine)]
     lines += ["", "## Times (s)", "", *[f"- {k}: {v:.1f}" for k, v in results["times"].items()], ""]
     return "\n".join(lines)

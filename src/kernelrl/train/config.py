@@ -105,6 +105,9 @@ class SFTConfig(_Section):
     # share of the train items that also get a feedback-then-fix pair (a wrong first draft, the gym's verdict of
     # it, the fix), so that later turns of an episode have something to go on (`task_family.warmup_pairs`)
     fix_fraction: float = Field(0.0, ge=0, le=1)
+    # share of the train items that also get a feedback-then-faster pair (a correct first draft, lazy in hybrid
+    # mode, the gym's verdict of it, an all-C answer), so a `faster:` cue is not new to the policy in RL
+    faster_fraction: float = Field(0.0, ge=0, le=1)
     rft_rounds: int = Field(0, ge=0)  # rejection fine-tuning rounds after SFT (train on passing samples)
     rft_steps: int = Field(20, ge=0)
 

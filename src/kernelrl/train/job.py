@@ -147,8 +147,9 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
             stage_start("sft", t_start, echo)
             t0 = time.perf_counter()
             # empty: no warm-up data, SFT is skipped
-            pairs, summary["sft_fix_pairs"] = warmup_pairs(family, tok, train_items, cfg.seed, cfg.sft.fix_fraction,
-                                                           cache.submit)
+            warmup = warmup_pairs(family, tok, train_items, cfg.seed, cfg.sft.fix_fraction, cache.submit,
+                                  faster_fraction=cfg.sft.faster_fraction)
+            pairs, summary["sft_fix_pairs"], summary["sft_faster_pairs"] = warmup.pairs, warmup.fixes, warmup.fasters
             summary["sft_pairs"] = len(pairs)
             losses = sft_train(model, pairs, steps=cfg.sft.steps, batch_size=cfg.sft.batch_size, lr=cfg.sft.lr,
                                seed=cfg.seed, pad_id=tok.pad_token_id)

@@ -90,13 +90,15 @@ def _fingerprint(model: Any) -> float:
 
 def stage_sft(r: StagedRun) -> dict[str, Any]:
     cfg = r.cfg
-    pairs, fixes = warmup_pairs(r.family, r.tok, list(r.family.train_items), cfg.seed, cfg.sft.fix_fraction, r.cache.submit)
+    warmup = warmup_pairs(r.family, r.tok, list(r.family.train_items), cfg.seed, cfg.sft.fix_fraction, r.cache.submit,
+                          faster_fraction=cfg.sft.faster_fraction)
+    pairs = warmup.pairs
     losses = sft_train(r.model, pairs, steps=cfg.sft.steps, batch_size=cfg.sft.batch_size, lr=cfg.sft.lr,
                        seed=cfg.seed, pad_id=r.tok.pad_token_id)
     for i, loss in enumerate(losses):
         r.logger.log("sft", i, {"loss": loss})
     save_weights(r.model, r.run / "sft_policy.safetensors")
-    return {"pairs": len(pairs), "fix_pairs": fixes, "loss_last": losses[-1] if losses else None}
+    return {"pairs": len(pairs), "fix_pairs": warmup.fixes, "faster_pairs": warmup.fasters, "loss_last": losses[-1] if losses else None}
 
 
 def stage_warmup_rl(r: StagedRun) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import concurrent.futures as cf
 import random
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any, Protocol, cast, runtime_checkable
+from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 from kernelrl.agent.episode_protocol import EpisodeProtocol, Verdict
 from kernelrl.agent.feedback import TokenCounter
@@ -180,49 +180,78 @@ class TinyFamily:
                                   draft=lambda chain, rng: chains.corrupt(chain, rng.choice(chains.applicable(chain)), rng),
                                   fix=chains.solution, feedback_text=self.protocol.feedback)
 
+    def faster_pairs(self, tok: Any, items: list[Hashable], seed: int, judge: Judge) -> tuple[Pairs, list[str]]:
+        """Feedback-then-faster pairs (`feedback_fix_pairs` on drafts the gym finds correct): a correct draft
+        (in hybrid mode a lazy one, `elementwise_chains.lazy_solution`: one op in C, the rest in PyTorch), the
+        protocol's feedback on its verdict (``result: ok 0.6x`` then ``faster:``), and an all-C solution as the
+        next answer. Without them a policy meets its first ``faster:`` cue in RL, and later turns rewrite
+        kernels that were right (Dr. Kernel's refinement turns follow a correct answer as often as a wrong one)."""
+        lazy = self.hybrid
+        return feedback_fix_pairs(self, tok, items, seed, judge,
+                                  draft=lambda chain, rng: chains.lazy_solution(chain, rng) if lazy else chains.solution(chain, rng),
+                                  fix=chains.solution, feedback_text=self.protocol.feedback, drafts="correct")
+
 
 Chain = tuple[str, ...]
 
 
 def feedback_fix_pairs(family: Any, tok: Any, items: list[Hashable], seed: int, judge: Judge, *,
                        draft: Callable[[Chain, random.Random], str], fix: Callable[[Chain, random.Random], str],
-                       feedback_text: Callable[[Any], str]) -> tuple[Pairs, list[str]]:
-    """Feedback-then-fix SFT pairs: per item, a first `draft` with one mistake, the gym's real verdict of it
-    (`judge`: item, answer -> a future verdict) rendered as the next turn's feedback by the family's protocol,
-    and a correct answer (`fix`) as the target, so the loss is on the fix only. Drafts the gym finds correct (a
-    harmless mistake, e.g. relu dropped before abs) are left out. Also returns the feedback texts
+                       feedback_text: Callable[[Any], str],
+                       drafts: Literal["wrong", "correct"] = "wrong") -> tuple[Pairs, list[str]]:
+    """Feedback-then-answer SFT pairs: per item, a first `draft`, the gym's real verdict of it (`judge`: item,
+    answer -> a future verdict) rendered as the next turn's feedback by the family's protocol, and a correct
+    answer (`fix`) as the target, so the loss is on that answer only. `drafts="wrong"` (feedback-then-fix)
+    keeps the drafts the gym finds wrong (a harmless mistake, e.g. relu dropped before abs, is left out);
+    `"correct"` (feedback-then-faster) the ones it finds correct. Also returns the feedback texts
     (`feedback_text`; the pool of a shuffled-feedback control). All drafts are judged before any is awaited."""
-    rng = random.Random(seed + 5)
-    drafts = []
+    rng = random.Random(seed + (5 if drafts == "wrong" else 7))
+    judged = []
     for item in items:
-        bad = draft(cast(Chain, item), rng)
-        drafts.append((item, bad, judge(item, bad)))
+        first = draft(cast(Chain, item), rng)
+        judged.append((item, first, judge(item, first)))
     pairs: Pairs = []
     texts: list[str] = []
-    for item, bad, future in drafts:
+    for item, first, future in judged:
         result = future.result()
-        if result is not None and result.correct:
+        if (result is not None and result.correct) != (drafts == "correct"):
             continue
-        bad_ids = encode_answer(tok, bad)
-        context = family.prompt_ids(tok, item) + bad_ids + family.protocol.feedback_ids(tok, result, bad_ids)
+        first_ids = encode_answer(tok, first)
+        context = family.prompt_ids(tok, item) + first_ids + family.protocol.feedback_ids(tok, result, first_ids)
         pairs.append((context, encode_answer(tok, fix(cast(Chain, item), rng))))
         texts.append(feedback_text(result))
     return pairs, texts
 
 
+@dataclass
+class WarmupPairs:
+    """SFT's pairs, and how many of them are feedback-then-fix and feedback-then-faster turns."""
+
+    pairs: Pairs
+    fixes: int = 0
+    fasters: int = 0
+
+
 def warmup_pairs(family: Any, tok: Any, items: list[Hashable], seed: int, fix_fraction: float,
-                 judge: Judge) -> tuple[Pairs, int]:
+                 judge: Judge, faster_fraction: float = 0.0) -> WarmupPairs:
     """SFT's pairs: the family's solutions, plus feedback-then-fix pairs (`fix_pairs`: a wrong first draft, the
-    gym's verdict of it, the fix) for a `fix_fraction` share of `items`, drawn with `seed`. Returns the pairs and
-    how many are fix turns. A family without fix turns and a positive `fix_fraction` is a ValueError."""
-    pairs = family.sft_pairs(tok, items, seed)
-    if fix_fraction <= 0 or not items:
-        return pairs, 0
-    if not hasattr(family, "fix_pairs"):
-        raise ValueError(f"sft.fix_fraction={fix_fraction}: task family {family.name!r} has no feedback-then-fix turns")
-    chosen = random.Random(seed + 3).sample(items, max(1, int(len(items) * fix_fraction)))
-    fixes, _ = family.fix_pairs(tok, chosen, seed, judge)
-    return pairs + fixes, len(fixes)
+    gym's verdict of it, the fix) for a `fix_fraction` share of `items`, and feedback-then-faster pairs
+    (`faster_pairs`: a correct draft, its verdict, a solution) for a `faster_fraction` share, each share drawn
+    with `seed`. A family without such turns and a positive fraction for them is a ValueError."""
+    out = WarmupPairs(family.sft_pairs(tok, items, seed))
+    if not items:
+        return out
+    for fraction, kind, offset, what in ((fix_fraction, "fix", 3, "feedback-then-fix"),
+                                         (faster_fraction, "faster", 4, "feedback-then-faster")):
+        if fraction <= 0:
+            continue
+        if not hasattr(family, f"{kind}_pairs"):
+            raise ValueError(f"sft.{kind}_fraction={fraction}: task family {family.name!r} has no {what} turns")
+        chosen = random.Random(seed + offset).sample(items, max(1, int(len(items) * fraction)))
+        more, _ = getattr(family, f"{kind}_pairs")(tok, chosen, seed, judge)
+        out.pairs += more
+        setattr(out, "fixes" if kind == "fix" else "fasters", len(more))
+    return out
 
 
 def make_family(cfg: TaskConfig, seed: int) -> TaskFamily:
