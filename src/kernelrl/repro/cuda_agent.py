@@ -28,9 +28,9 @@ from typing import Any
 
 from kernelrl.evaluate import EvalPool
 from kernelrl.repro.record import new_record, read_record, write_record
+from kernelrl.repro.seeds import run_seeds
 from kernelrl.repro.stats import paired
 from kernelrl.train.config import TrainConfig, load_config
-from kernelrl.train.job import eval_config
 from kernelrl.train.stages import RESUME_FIELDS, run_stages
 
 #: the ablation arm's stages: CUDA Agent's recipe less RFT and critic pretraining
@@ -129,27 +129,10 @@ def run_cuda_agent(cfg: TrainConfig, out: str | Path, *, seeds: tuple[int, ...] 
     t_start = time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    own = pool is None
-    pool = pool or EvalPool(cfg.eval.workers, eval_config(cfg), sandbox=cfg.eval.sandbox)
     results: dict[str, Any] = {**new_record("cuda-agent", cfg.model_dump()), "seed_list": list(seeds),
                                "ablation_stages": ABLATION, "branch_after": BRANCH_AFTER, "metric": METRIC,
                                "speed_metric": SPEED_METRIC, "seeds": {}, "times": {}}
-    try:
-        for seed in seeds:
-            c = cfg.model_copy(deep=True)
-            c.seed = seed
-
-            def say(msg: str, seed: int = seed) -> None:
-                if echo:
-                    print(f"[repro cuda-agent {time.perf_counter() - t_start:6.0f}s] seed {seed}: {msg}", flush=True)
-
-            t0 = time.perf_counter()
-            results["seeds"][str(seed)] = run_seed(c, out / f"seed{seed}", pool, say)
-            results["times"][f"seed{seed}_s"] = time.perf_counter() - t0
-            write_record(out, results)  # the seeds so far
-    finally:
-        if own:
-            pool.close()
+    run_seeds("cuda-agent", cfg, seeds, out, results, run_seed, pool=pool, echo=echo, started=t_start)
     results["comparisons"] = comparisons(results["seeds"])
     results["times"]["total_s"] = results["wall_s"] = time.perf_counter() - t_start
     write_record(out, results)

@@ -35,10 +35,11 @@ from typing import Any
 
 from kernelrl.evaluate import EvalPool
 from kernelrl.repro.record import new_record, read_record, write_record
+from kernelrl.repro.seeds import run_seeds
 from kernelrl.repro.stats import paired
 from kernelrl.train.config import TrainConfig, load_config
 from kernelrl.train.distill import run_distill
-from kernelrl.train.job import eval_config, run_train
+from kernelrl.train.job import run_train
 from kernelrl.train.logs import read_metrics
 from kernelrl.train.rollout import EvalCache
 from kernelrl.train.task_family import make_family
@@ -213,26 +214,9 @@ def run_direct_opd(cfg: TrainConfig, out: str | Path, *, seeds: tuple[int, ...] 
     t_start = time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    own = pool is None
-    pool = pool or EvalPool(cfg.eval.workers, eval_config(cfg), sandbox=cfg.eval.sandbox)
     results: dict[str, Any] = {**new_record("direct-opd", cfg.model_dump()), "seed_list": list(seeds), "seeds": {},
                                "times": {}}
-    try:
-        for seed in seeds:
-            t0 = time.perf_counter()
-            c = cfg.model_copy(deep=True)
-            c.seed = seed
-
-            def say(msg: str, seed: int = seed) -> None:
-                if echo:
-                    print(f"[repro direct-opd {time.perf_counter() - t_start:6.0f}s] seed {seed}: {msg}", flush=True)
-
-            results["seeds"][str(seed)] = run_seed(c, out / f"seed{seed}", pool, say)
-            results["times"][f"seed{seed}_s"] = time.perf_counter() - t0
-            write_record(out, results)  # the seeds so far
-    finally:
-        if own:
-            pool.close()
+    run_seeds("direct-opd", cfg, seeds, out, results, run_seed, pool=pool, echo=echo, started=t_start)
     results["summary"] = summarize(results["seeds"])
     results["comparisons"] = comparisons(results["seeds"])
     results["times"]["total_s"] = results["wall_s"] = time.perf_counter() - t_start

@@ -36,10 +36,11 @@ import torch
 from kernelrl.evaluate import EvalPool, EvalResult
 from kernelrl.generation import Engine
 from kernelrl.repro.record import new_record, read_record, write_record
+from kernelrl.repro.seeds import run_seeds
 from kernelrl.repro.stats import paired
 from kernelrl.rewards import get_reward
 from kernelrl.train.config import TrainConfig, load_config
-from kernelrl.train.job import eval_config, load_weights, run_train, save_weights, seed_everything
+from kernelrl.train.job import load_weights, run_train, save_weights, seed_everything
 from kernelrl.train.logs import read_metrics
 from kernelrl.train.model import build_model
 from kernelrl.train.nki_family import NkiChainFamily
@@ -245,26 +246,9 @@ def run_nki_agent(cfg: TrainConfig, out: str | Path, *, seeds: tuple[int, ...] =
     t_start = time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    own = pool is None
-    pool = pool or EvalPool(cfg.eval.workers, eval_config(cfg), sandbox=cfg.eval.sandbox)
     results: dict[str, Any] = {**new_record("nki-agent", cfg.model_dump()), "seed_list": list(seeds),
                                "reward_arms": REWARD_ARMS, "fix_fraction": FIX_FRACTION, "seeds": {}, "times": {}}
-    try:
-        for seed in seeds:
-            c = cfg.model_copy(deep=True)
-            c.seed = seed
-
-            def say(msg: str, seed: int = seed) -> None:
-                if echo:
-                    print(f"[repro nki-agent {time.perf_counter() - t_start:6.0f}s] seed {seed}: {msg}", flush=True)
-
-            t0 = time.perf_counter()
-            results["seeds"][str(seed)] = run_seed(c, out / f"seed{seed}", pool, say)
-            results["times"][f"seed{seed}_s"] = time.perf_counter() - t0
-            write_record(out, results)  # the seeds so far
-    finally:
-        if own:
-            pool.close()
+    run_seeds("nki-agent", cfg, seeds, out, results, run_seed, pool=pool, echo=echo, started=t_start)
     results["comparisons"] = comparisons(results["seeds"])
     results["times"]["total_s"] = results["wall_s"] = time.perf_counter() - t_start
     write_record(out, results)

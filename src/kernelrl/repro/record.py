@@ -32,11 +32,14 @@ _TRAINING = ("src/kernelrl/train", "src/kernelrl/rl", "src/kernelrl/generation",
 #: repro (or bench record) -> the code its numbers depend on
 CODE: dict[str, tuple[str, ...]] = {
     "drkernel": ("src/kernelrl/repro/drkernel.py", "src/kernelrl/repro/stats.py", *_TRAINING),
-    "direct-opd": ("src/kernelrl/repro/direct_opd.py", *_TRAINING),
+    "direct-opd": ("src/kernelrl/repro/direct_opd.py", "src/kernelrl/repro/stats.py", "src/kernelrl/repro/seeds.py",
+                   *_TRAINING),
     "proxy": ("src/kernelrl/repro/proxy.py", "src/kernelrl/proxy", "src/kernelrl/config_system.py"),
-    "nki-agent": ("src/kernelrl/repro/nki_agent.py", "src/kernelrl/repro/stats.py", "src/kernelrl/nki",
+    "nki-agent": ("src/kernelrl/repro/nki_agent.py", "src/kernelrl/repro/stats.py", "src/kernelrl/repro/seeds.py",
+                  "src/kernelrl/nki",
                   "src/kernelrl/agent", *_TRAINING),
-    "cuda-agent": ("src/kernelrl/repro/cuda_agent.py", "src/kernelrl/repro/stats.py", *_TRAINING),
+    "cuda-agent": ("src/kernelrl/repro/cuda_agent.py", "src/kernelrl/repro/stats.py", "src/kernelrl/repro/seeds.py",
+                   *_TRAINING),
     "cuda_agent_tiny": ("bench/bench_cuda_agent_tiny.py", *_TRAINING),
     "main_job_tiny_cpu": ("bench/bench_main_job.py", *_TRAINING),
 }
