@@ -36,3 +36,20 @@ def test_bench_script_runs(script: str) -> None:
                           timeout=300, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     assert proc.stdout.strip()
+
+
+def test_speed_probe_times_compute_and_kernel_work_and_leaves_no_child() -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from results_file import speed_probe
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    before = _children()
+    probe = speed_probe(repeats=2)
+    assert set(probe) == {"torch_2m_relu", "python_loop", "memfd_8mib_write", "fork_reap"}
+    assert all(0 < value < 10_000 for value in probe.values()), probe
+    assert _children() == before  # every forked child was reaped (a zombie is still listed)
+
+
+def _children() -> set[str]:
+    return {pid for task in Path("/proc/self/task").iterdir() for pid in (task / "children").read_text().split()}
