@@ -15,7 +15,8 @@ and reverse KL to the teacher, top-K and two sequential shifts; seeds 0-2, ~10 m
 (CUDA Agent's stages on the ``cuda-agent-tiny`` preset per seed, and the ablation without RFT and critic
 pretraining branched from each seed's warm-up checkpoint; paired stage-to-stage and arm differences; ~6 min a seed).
 Every target writes ``results.json`` (revision, config, every seed's numbers, wall time) and renders its report
-from that file alone. `--smoke` runs a seconds-sized version; `key=value` pairs right after the target (or `--set key=value`,
+from that file alone; ``--publish`` then copies a finished run's three files over the committed ones in
+``src/kernelrl/repro/results/``. `--smoke` runs a seconds-sized version; `key=value` pairs right after the target (or `--set key=value`,
 anywhere) override the config.
 """
 
@@ -39,6 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", default=None, help="comma-separated seeds (default 0,1,2; --smoke: 0, proxy --smoke: 0,1)")
     p.add_argument("--print-config", action="store_true", help="print the resolved training config and exit")
     p.add_argument("--report-only", action="store_true", help="re-render report.md and the plot from --out's results.json")
+    p.add_argument("--publish", action="store_true",
+                   help="copy --out's finished run (results.json, report.md, the plot) over the committed results, no run")
     p.add_argument("--overwrite", action="store_true",
                    help="remove an earlier run's seed directories and results from --out first")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="training config overrides, e.g. rl.steps=4")
@@ -98,10 +101,61 @@ def _fresh_out(args: argparse.Namespace, out: str) -> str | None:
     return None
 
 
+#: the committed name of a target's results file where it is not ``<target>.json``
+RESULTS_NAME = {"nki-agent": "nki-agent-results.json"}
+
+
+def publish(target: str, out: str | Path, results_dir: Path | None = None) -> list[Path]:
+    """Copy the finished run in `out` (its ``results.json``, ``report.md`` and ``<target>.png``) over the committed
+    results of `target` (``<target>.json`` or `RESULTS_NAME`, ``<target>-report.md``, ``<target>.png``) in
+    `results_dir` (default: the package's). A run of another target, an unfinished run (no wall time: it stopped
+    between seeds) or a missing file is a ValueError naming it, and nothing is copied."""
+    import json
+
+    from kernelrl.repro.record import RESULTS_DIR
+
+    run_dir, dest = Path(out), results_dir or RESULTS_DIR
+    pairs = [(run_dir / "results.json", dest / RESULTS_NAME.get(target, f"{target}.json")),
+             (run_dir / "report.md", dest / f"{target}-report.md"), (run_dir / f"{target}.png", dest / f"{target}.png")]
+    record = json.loads(pairs[0][0].read_text()) if pairs[0][0].is_file() else {"repro": target}
+    if record.get("repro") != target:
+        raise ValueError(f"nothing published: {pairs[0][0]} is a run of {record.get('repro')!r}, not {target!r}")
+    missing = [str(src) for src, _ in pairs if not src.is_file()]
+    if missing:
+        raise ValueError(f"nothing published: {', '.join(missing)} not found (run the target with --out {out} first)")
+    if "wall_s" not in record:
+        raise ValueError(f"nothing published: {pairs[0][0]} records no wall time (the run stopped before its end)")
+    for src, target_path in pairs:
+        shutil.copyfile(src, target_path)
+    return [target_path for _, target_path in pairs]
+
+
+def _publish(args: argparse.Namespace, out: str) -> int:
+    import sys
+    import tomllib
+
+    from kernelrl.repro.record import RESULTS_DIR
+
+    try:
+        written = publish(args.target, out)
+    except ValueError as exc:
+        print(f"kernelrl repro {args.target}: {exc}", file=sys.stderr)
+        return 2
+    print("published: " + ", ".join(str(p) for p in written))
+    listed = {e.get("file") for e in tomllib.loads((RESULTS_DIR / "KNOWN_STALE.toml").read_text()).get("stale", [])}
+    for path in written:
+        name = f"src/kernelrl/repro/results/{path.name}"
+        if name in listed:
+            print(f"KNOWN_STALE.toml lists {name}: delete its entry once this is committed")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     import sys
 
     out = args.out or f"runs/repro-{args.target}{'-smoke' if args.smoke else ''}"
+    if args.publish:
+        return _publish(args, out)
     # proxy's models train outside `run_train` (no metrics.jsonl to append to); it writes its record anew
     problem = None if args.target == "proxy" else _fresh_out(args, out)
     if problem:
