@@ -10,7 +10,8 @@ the reference timed once per task as in a training run):
 2. A 2M-element ReLU: what its evaluation costs in all against the work it times (the timed calls), and the
    floor of that ratio on this design: what the judge itself must do per correctness trial with fresh inputs
    (draw the task's inputs, run the reference, compare the whole output), timed in this process on the
-   judge's thread count, times the trials, beside the timed calls.
+   judge's thread count, times the trials, beside the timed calls; and the comparison side by side with the
+   same check on whole-tensor temporaries, as the judge made it before it compared by chunks.
 3. With `--fresh`: the small kernel in a fresh Python process per evaluation (what a per-request
    subprocess service does), for the ratio to the warm pool.
 
@@ -112,6 +113,17 @@ def run_large(candidate: Candidate, config: EvalConfig, n: int) -> tuple[dict[st
         return summarise_costs(pool.cost_log), statistics.median(ratios)
 
 
+def whole_tensor_check(want: Any, got: Any, rtol: float, atol: float) -> bool:
+    """The judge's comparison as it was before it went by chunks (`evaluate.compare`): the same arithmetic (the
+    largest absolute and relative errors, every element within atol + rtol * |want|) on whole-tensor temporaries."""
+    diff = (got - want).abs_()
+    scale = want.abs()
+    float(diff.max())
+    ok = bool((diff <= scale.mul(rtol).add_(atol)).all())
+    float(diff.div_(scale.clamp_min_(1e-12)).max())
+    return ok
+
+
 def trial_floor(config: EvalConfig, repeats: int = 7) -> dict[str, float]:
     """The judge's own per-trial work for the 2M-element task (ms, p50, on `config.num_threads` threads): drawing
     its inputs, the reference's forward, comparing a whole output; and that times the correctness trials."""
@@ -124,6 +136,7 @@ def trial_floor(config: EvalConfig, repeats: int = 7) -> dict[str, float]:
     model, threads = reference.Model(), torch.get_num_threads()
     torch.set_num_threads(config.num_threads)
     times: dict[str, list[float]] = {"draw_inputs": [], "reference_forward": [], "compare_output": []}
+    whole: list[float] = []
     try:
         with torch.no_grad():
             for _ in range(repeats):
@@ -132,15 +145,21 @@ def trial_floor(config: EvalConfig, repeats: int = 7) -> dict[str, float]:
                 drawn = time.perf_counter()
                 want = model(*[x.clone() for x in inputs])
                 ran = time.perf_counter()
-                outcome = compare_outputs(want, want.clone(), 1e-5, 1e-5)
-                times["compare_output"].append(1000 * (time.perf_counter() - ran))
+                got = want.clone()  # the output as read from the candidate: not part of the comparison
+                compared = time.perf_counter()
+                outcome = compare_outputs(want, got, 1e-5, 1e-5)
+                times["compare_output"].append(1000 * (time.perf_counter() - compared))
                 times["draw_inputs"].append(1000 * (drawn - start))
                 times["reference_forward"].append(1000 * (ran - drawn))
                 assert outcome.ok
+                compared = time.perf_counter()
+                assert whole_tensor_check(want, got, 1e-5, 1e-5)
+                whole.append(1000 * (time.perf_counter() - compared))
     finally:
         torch.set_num_threads(threads)
     floor = {name: statistics.median(values) for name, values in times.items()}
     floor["per_trial"] = sum(floor.values())
+    floor["compare_whole_tensor"] = statistics.median(whole)  # beside compare_output, not in the trial's sum
     floor["correctness_trials"] = float(config.correctness_trials)
     floor["all_trials"] = floor["per_trial"] * config.correctness_trials
     return floor
@@ -194,6 +213,9 @@ def main() -> None:
           f"the reference ({floor['reference_forward']:.1f} ms) and compares the whole output ({floor['compare_output']:.1f} ms); "
           f"x {config.correctness_trials} trials = {floor['all_trials']:.0f} ms beside {timed_large:.0f} ms timed: "
           f">= {floor_ratio:.2f}x before any timing, forking or copying")
+    print(f"comparing a 2M-element output: {floor['compare_output']:.1f} ms by chunks (the judge) vs "
+          f"{floor['compare_whole_tensor']:.1f} ms on whole-tensor temporaries (before), "
+          f"{floor['compare_whole_tensor'] / floor['compare_output']:.1f}x")
     record: dict[str, Any] = {
         "small_costs_ms": costs, "large_costs_ms": large, "evals_per_s": throughput, "gym_own_p50_ms": gym_own,
         "large_eval_over_timed_work": large_ratio, "large_trial_floor_ms": floor,
