@@ -142,7 +142,8 @@ def _publish(args: argparse.Namespace, out: str) -> int:
         print(f"kernelrl repro {args.target}: {exc}", file=sys.stderr)
         return 2
     print("published: " + ", ".join(str(p) for p in written))
-    listed = {e.get("file") for e in tomllib.loads((RESULTS_DIR / "KNOWN_STALE.toml").read_text()).get("stale", [])}
+    known = RESULTS_DIR / "KNOWN_STALE.toml"
+    listed = {e.get("file") for e in tomllib.loads(known.read_text()).get("stale", [])} if known.is_file() else set()
     for path in written:
         name = f"src/kernelrl/repro/results/{path.name}"
         if name in listed:
