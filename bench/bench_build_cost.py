@@ -9,7 +9,9 @@ timed alone (`service_*`: the keyed cache path, the scratch directory, the preco
 compiler run as the build uid, the kill of whatever that uid left, adopting the library, recording its
 identity) and its whole `handle` for a new source; and the gym's build stage for a source never seen
 before (the broker's compile, the candidate's load) and for a cached one, through the real pool. Each row
-is the median wall time of `--repeats` runs; the ratios are to the bare build with the precompiled header.
+is the median wall time of `--repeats` runs; the ratios are to the bare build with the precompiled header. Last,
+the whole build with the compiler's default linker and with mold and lld where installed, interleaved, in wall and
+CPU time (every process the build started counted, mold's forked linker too).
 
     python bench/bench_build_cost.py [--repeats 15] [--no-write]
 """
@@ -18,7 +20,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import os
+import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -47,6 +52,56 @@ def median_ms(command: list[str], cwd: Path, repeats: int) -> float:
         subprocess.run(command, cwd=cwd, check=True, capture_output=True)
         times.append(time.perf_counter() - start)
     return 1000 * statistics.median(times)
+
+
+def children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def become_subreaper() -> None:
+    """Adopt orphaned descendants (PR_SET_CHILD_SUBREAPER), so `reap_orphans` can count their CPU: mold links in a
+    child it forks and returns before that child exits, which would otherwise never be counted."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
+
+
+def reap_orphans() -> None:
+    """Wait for every child left (adopted orphans included)."""
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
+def linker_ab(repeats: int) -> dict[str, float]:
+    """The whole build with its precompiled header, with the compiler's default linker and with each faster one
+    installed (mold, lld), interleaved in random order so all see the same load: median wall and CPU (user +
+    system of every process the build started, `become_subreaper`) ms. On a busy 2-core machine the CPU time is
+    what an RL run's builds compete for; a multi-threaded linker can only shorten the wall time where a core is idle."""
+    become_subreaper()
+    flags = DEFAULT_FLAGS["c++"]
+    arms = {"default_linker": [], **{linker: [f"-fuse-ld={linker}"] for linker in ("mold", "lld") if shutil.which(f"ld.{linker}")}}
+    wall: dict[str, list[float]] = {arm: [] for arm in arms}
+    cpu: dict[str, list[float]] = {arm: [] for arm in arms}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        (work / "block.h").write_text("#include <cmath>\n#include <cstdint>\n")
+        subprocess.run(["g++", *flags, "-x", "c++-header", "block.h", "-o", "block.h.gch"], cwd=work, check=True)
+        order = random.Random(0)
+        for i in range(2 * repeats):
+            for arm in order.sample(list(arms), len(arms)):
+                (work / "kernel.cpp").write_text(f"{KERNEL}// {i} {arm}\n")
+                command = ["g++", *flags, *arms[arm], "-include", "block.h", "kernel.cpp", "-o", "k.so"]
+                cpu_start, start = children_cpu_s(), time.perf_counter()
+                subprocess.run(command, cwd=work, check=True, capture_output=True)
+                wall[arm].append(time.perf_counter() - start)
+                reap_orphans()  # mold's forked linker may still be exiting
+                cpu[arm].append(children_cpu_s() - cpu_start)
+    return {**{f"ab_wall_{arm}": 1000 * statistics.median(v) for arm, v in wall.items()},
+            **{f"ab_cpu_{arm}": 1000 * statistics.median(v) for arm, v in cpu.items()}}
 
 
 def compiler_parts(repeats: int) -> dict[str, float]:
@@ -182,11 +237,16 @@ def main() -> None:
     base = parts["build_pch"]
     for name, ms in parts.items():
         print(f"{name:24s} {ms:7.1f} ms  {ms / base:5.2f}x of build_pch")
+    linkers = linker_ab(args.repeats)
+    print(f"interleaved, {2 * args.repeats} builds each (wall / CPU ms): " + ", ".join(
+        f"{arm.replace('_', ' ')} {linkers[f'ab_wall_{arm}']:.1f} / {linkers[f'ab_cpu_{arm}']:.1f}"
+        for arm in [k[len("ab_wall_"):] for k in linkers if k.startswith("ab_wall_")]))
     if not args.no_write:
         from results_file import write_result
 
         print("written:", write_result("bench_build_cost", {"median_ms": parts, "repeats": args.repeats,
-                                                            "ratio_to_build_pch": {k: v / base for k, v in parts.items()}}))
+                                                            "ratio_to_build_pch": {k: v / base for k, v in parts.items()},
+                                                            "linker_ab_ms": linkers}))
 
 
 if __name__ == "__main__":
