@@ -1,0 +1,124 @@
+"""Where the gym's workers spend the main job's RL phase: every worker-second, including the reference timings the
+per-evaluation cost breakdown leaves out.
+
+Runs `kernelrl train --preset tiny-cpu` (overrides as `KEY=VALUE`) in this process, with an empty build cache of
+its own, and times each request a pool worker sends its supervisor (`pool.Worker.run`) from the pool's side: an
+evaluation (``result``) or a reference timing (``reference``: the pool times each task's reference once, in a
+child that runs no candidate code, prefetched when a group's prompt is handed out). Over the RL phase (from the
+start of RL to the start of the held-out evaluation after it) the workers' capacity (workers x wall) splits into:
+
+- evaluations, and within them the stages of the cost breakdown (`evaluate.costs`) summed over the phase's
+  evaluations: static, build, init, correctness, timing (timed calls apart), fork and teardown;
+- reference timings: how many, their p50, their sum (none of this is in the cost breakdown: a prefetched
+  reference is no evaluation's);
+- idle: no request in flight (the trainer generating or updating, or a worker waiting for the next job).
+
+The per-step medians of generation and evaluate-wait come from the same run. This says which lever is worth
+what before anyone builds it.
+
+    python bench/bench_gym_budget.py [--no-write] [KEY=VALUE ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_build_cost import cold_cache
+
+#: cost-breakdown parts, as budget rows (a part inside another is named under it)
+PARTS = {"static": "static", "build": "build", "init": "init", "correctness": "correctness", "timing": "timing",
+         "timed_calls": "timing.timed_calls", "profile_settling": "timing.profile_settling",
+         "fork_teardown": "fork_teardown", "spawn": "fork_teardown.spawn", "teardown": "fork_teardown.teardown"}
+
+
+def run(overrides: list[str]) -> dict[str, Any]:
+    from kernelrl.evaluate import EvalPool
+    from kernelrl.evaluate import pool as pool_module
+    from kernelrl.train import job as job_module
+    from kernelrl.train.config import load_config
+    from kernelrl.train.job import eval_config, run_train
+
+    requests: list[tuple[str, float, float]] = []  # (event, start, end) of every supervisor request
+    lock = threading.Lock()
+    original_run = pool_module.Worker.run
+
+    def timed_run(self: Any, job: Any, deadline: float, event: str = "result") -> Any:
+        start = time.perf_counter()
+        try:
+            return original_run(self, job, deadline, event)
+        finally:
+            with lock:
+                requests.append((event, start, time.perf_counter()))
+
+    stages: dict[str, tuple[float, int]] = {}
+    original_stage_start = job_module.stage_start
+    cfg = load_config("tiny-cpu", overrides=overrides)
+    with cold_cache(), tempfile.TemporaryDirectory() as tmp, \
+            EvalPool(cfg.eval.workers, eval_config(cfg), sandbox=cfg.eval.sandbox) as pool:
+
+        def marked_stage_start(name: str, *args: Any, **kwargs: Any) -> Any:
+            stages[name] = (time.perf_counter(), len(pool.cost_log))
+            return original_stage_start(name, *args, **kwargs)
+
+        pool_module.Worker.run = timed_run  # type: ignore[method-assign]
+        job_module.stage_start = marked_stage_start
+        try:
+            summary = run_train(cfg, run_dir=Path(tmp) / "run", echo=False, report=False, pool=pool)
+        finally:
+            pool_module.Worker.run = original_run  # type: ignore[method-assign]
+            job_module.stage_start = original_stage_start
+        (start, first), (end, last) = stages["rl"], stages["heldout_rl"]
+        rows = pool.cost_log[first:last]
+    capacity = cfg.eval.workers * (end - start)
+
+    def in_phase(event: str) -> list[float]:
+        return [min(b, end) - max(a, start) for e, a, b in requests if e == event and b > start and a < end]
+
+    evaluations, references = in_phase("result"), in_phase("reference")
+    budget = {
+        "evaluations": sum(evaluations),
+        **{f"evaluations.{row_name}": sum(row.get(part, 0.0) for row in rows) for part, row_name in PARTS.items()},
+        "reference_timings": sum(references),
+        "idle": capacity - sum(evaluations) - sum(references),
+    }
+    return {
+        "rl_steps": cfg.rl.steps, "workers": cfg.eval.workers, "rl_wall_s": end - start, "capacity_worker_s": capacity,
+        "worker_s": budget, "share_of_capacity": {k: v / capacity for k, v in budget.items()},
+        "evaluations": len(evaluations), "reference_timings": len(references),
+        "reference_timing_p50_ms": 1000 * statistics.median(references) if references else None,
+        "evaluation_p50_ms": 1000 * statistics.median(evaluations) if evaluations else None,
+        "rl_step_times": summary.get("rl_step_times", {}),
+        "after_rl": {k: v for k, v in summary["after_rl"].items() if k != "examples"},
+        "overrides": overrides,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--no-write", action="store_true", help="do not write bench/results/bench_gym_budget.json")
+    parser.add_argument("overrides", nargs="*", help="KEY=VALUE overrides of the tiny-cpu preset")
+    args = parser.parse_args()
+    record = run(args.overrides)
+    steps = record["rl_step_times"]
+    print(f"tiny-cpu RL phase: {record['rl_steps']} steps in {record['rl_wall_s']:.1f} s on {record['workers']} workers "
+          f"({record['capacity_worker_s']:.1f} worker-s); per step p50 generate {steps.get('time/generate', 0):.2f} s, "
+          f"evaluate-wait {steps.get('time/evaluate_wait', 0):.2f} s")
+    print(f"{record['evaluations']} evaluations (p50 {record['evaluation_p50_ms'] or 0:.0f} ms), "
+          f"{record['reference_timings']} reference timings (p50 {record['reference_timing_p50_ms'] or 0:.0f} ms)")
+    print("| worker time | s | share of capacity |\n|---|---|---|")
+    for name, seconds in record["worker_s"].items():
+        print(f"| {name} | {seconds:.1f} | {100 * record['share_of_capacity'][name]:.1f}% |")
+    if not args.no_write:
+        from results_file import write_result
+
+        print("written:", write_result("bench_gym_budget", record))
+
+
+if __name__ == "__main__":
+    main()
