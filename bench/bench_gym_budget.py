@@ -13,8 +13,9 @@ start of RL to the start of the held-out evaluation after it) the workers' capac
   reference is no evaluation's);
 - idle: no request in flight (the trainer generating or updating, or a worker waiting for the next job).
 
-The per-step medians of generation and evaluate-wait come from the same run. This says which lever is worth
-what before anyone builds it.
+The per-step medians of generation and evaluate-wait come from the same run, and over the whole run how many tasks
+got an evaluation and how many of them a timed one (a reference timed only for those would skip the rest). This
+says which lever is worth what before anyone builds it.
 
     python bench/bench_gym_budget.py [--no-write] [KEY=VALUE ...]
 """
@@ -56,6 +57,15 @@ def run(overrides: list[str]) -> dict[str, Any]:
             with lock:
                 requests.append((event, start, time.perf_counter()))
 
+    judged: list[tuple[str, bool]] = []  # (task id, reached the timing stage) of every evaluation
+    original_retry = EvalPool._run_with_retry
+
+    def recorded_retry(self: Any, worker: Any, job: Any) -> Any:
+        result = original_retry(self, worker, job)
+        with lock:
+            judged.append((job.task.id, result.timing is not None))
+        return result
+
     stages: dict[str, tuple[float, int]] = {}
     original_stage_start = job_module.stage_start
     cfg = load_config("tiny-cpu", overrides=overrides)
@@ -67,11 +77,13 @@ def run(overrides: list[str]) -> dict[str, Any]:
             return original_stage_start(name, *args, **kwargs)
 
         pool_module.Worker.run = timed_run  # type: ignore[method-assign]
+        EvalPool._run_with_retry = recorded_retry  # type: ignore[method-assign]
         job_module.stage_start = marked_stage_start
         try:
             summary = run_train(cfg, run_dir=Path(tmp) / "run", echo=False, report=False, pool=pool)
         finally:
             pool_module.Worker.run = original_run  # type: ignore[method-assign]
+            EvalPool._run_with_retry = original_retry  # type: ignore[method-assign]
             job_module.stage_start = original_stage_start
         (start, first), (end, last) = stages["rl"], stages["heldout_rl"]
         rows = pool.cost_log[first:last]
@@ -91,6 +103,7 @@ def run(overrides: list[str]) -> dict[str, Any]:
         "rl_steps": cfg.rl.steps, "workers": cfg.eval.workers, "rl_wall_s": end - start, "capacity_worker_s": capacity,
         "worker_s": budget, "share_of_capacity": {k: v / capacity for k, v in budget.items()},
         "evaluations": len(evaluations), "reference_timings": len(references),
+        "tasks_judged": len({task for task, _ in judged}), "tasks_timed": len({task for task, timed in judged if timed}),
         "reference_timing_p50_ms": 1000 * statistics.median(references) if references else None,
         "evaluation_p50_ms": 1000 * statistics.median(evaluations) if evaluations else None,
         "rl_step_times": summary.get("rl_step_times", {}),
@@ -110,7 +123,8 @@ def main() -> None:
           f"({record['capacity_worker_s']:.1f} worker-s); per step p50 generate {steps.get('time/generate', 0):.2f} s, "
           f"evaluate-wait {steps.get('time/evaluate_wait', 0):.2f} s")
     print(f"{record['evaluations']} evaluations (p50 {record['evaluation_p50_ms'] or 0:.0f} ms), "
-          f"{record['reference_timings']} reference timings (p50 {record['reference_timing_p50_ms'] or 0:.0f} ms)")
+          f"{record['reference_timings']} reference timings (p50 {record['reference_timing_p50_ms'] or 0:.0f} ms); over the "
+          f"whole run {record['tasks_judged']} tasks got an evaluation, {record['tasks_timed']} of them a timed one")
     print("| worker time | s | share of capacity |\n|---|---|---|")
     for name, seconds in record["worker_s"].items():
         print(f"| {name} | {seconds:.1f} | {100 * record['share_of_capacity'][name]:.1f}% |")
