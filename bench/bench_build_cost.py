@@ -10,8 +10,8 @@ compiler run as the build uid, the kill of whatever that uid left, adopting the 
 identity) and its whole `handle` for a new source; and the gym's build stage for a source never seen
 before (the broker's compile, the candidate's load) and for a cached one, through the real pool. Each row
 is the median wall time of `--repeats` runs; the ratios are to the bare build with the precompiled header. Last,
-the whole build with the compiler's default linker and with mold and lld where installed, interleaved, in wall and
-CPU time (every process the build started counted, mold's forked linker too).
+the whole build with the compiler's default linker and with gold, mold and lld where installed, interleaved, in wall
+and CPU time (every process the build started counted, mold's forked linker too).
 
     python bench/bench_build_cost.py [--repeats 15] [--no-write]
 """
@@ -76,20 +76,28 @@ def reap_orphans() -> None:
             return
 
 
+LINKERS = ("gold", "mold", "lld")  # g++'s other -fuse-ld choices, timed where installed (apt-get install mold lld)
+
+
+def precompile_block(work: Path, flags: list[str]) -> None:
+    """`block.h` (the tiny family's include block) and its precompiled header in `work`, built with `flags`."""
+    (work / "block.h").write_text("#include <cmath>\n#include <cstdint>\n")
+    subprocess.run(["g++", *flags, "-x", "c++-header", "block.h", "-o", "block.h.gch"], cwd=work, check=True)
+
+
 def linker_ab(repeats: int) -> dict[str, float]:
-    """The whole build with its precompiled header, with the compiler's default linker and with each faster one
-    installed (mold, lld), interleaved in random order so all see the same load: median wall and CPU (user +
+    """The whole build with its precompiled header, with the compiler's default linker and with each of LINKERS
+    installed, interleaved in random order so all see the same load: median wall and CPU (user +
     system of every process the build started, `become_subreaper`) ms. On a busy 2-core machine the CPU time is
     what an RL run's builds compete for; a multi-threaded linker can only shorten the wall time where a core is idle."""
     become_subreaper()
     flags = DEFAULT_FLAGS["c++"]
-    arms = {"default_linker": [], **{linker: [f"-fuse-ld={linker}"] for linker in ("mold", "lld") if shutil.which(f"ld.{linker}")}}
+    arms = {"default_linker": [], **{linker: [f"-fuse-ld={linker}"] for linker in LINKERS if shutil.which(f"ld.{linker}")}}
     wall: dict[str, list[float]] = {arm: [] for arm in arms}
     cpu: dict[str, list[float]] = {arm: [] for arm in arms}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        (work / "block.h").write_text("#include <cmath>\n#include <cstdint>\n")
-        subprocess.run(["g++", *flags, "-x", "c++-header", "block.h", "-o", "block.h.gch"], cwd=work, check=True)
+        precompile_block(work, flags)
         order = random.Random(0)
         for i in range(2 * repeats):
             for arm in order.sample(list(arms), len(arms)):
@@ -109,8 +117,7 @@ def compiler_parts(repeats: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         (work / "kernel.cpp").write_text(KERNEL)
-        (work / "block.h").write_text("#include <cmath>\n#include <cstdint>\n")
-        subprocess.run(["g++", *flags, "-x", "c++-header", "block.h", "-o", "block.h.gch"], cwd=work, check=True)
+        precompile_block(work, flags)
         compile_flags = [f for f in flags if f != "-shared"]
         subprocess.run(["g++", *compile_flags, "-include", "block.h", "-c", "kernel.cpp", "-o", "kernel.o"], cwd=work, check=True)
         (work / "empty.cpp").write_text("")
@@ -126,17 +133,10 @@ def compiler_parts(repeats: int) -> dict[str, float]:
             "link_only_bfd": median_ms(["g++", "-shared", "-fopenmp", "kernel.o", "-o", "k.so"], work, repeats),
             "process_start_true": median_ms(["true"], work, repeats),
         }
-        if shutil.which("ld.gold"):
-            parts["link_only_gold"] = median_ms(["g++", "-shared", "-fopenmp", "-fuse-ld=gold", "kernel.o", "-o", "k.so"],
-                                                work, repeats)
-            parts["build_pch_gold"] = median_ms(["g++", *flags, "-fuse-ld=gold", "-include", "block.h", "kernel.cpp",
-                                                 "-o", "k.so"], work, repeats)
-        for linker in ("mold", "lld"):  # faster linkers, where installed (apt-get install mold lld)
+        for linker in LINKERS:  # the link alone; the whole build with each is `linker_ab`'s, interleaved
             if shutil.which(f"ld.{linker}"):
                 parts[f"link_only_{linker}"] = median_ms(["g++", "-shared", "-fopenmp", f"-fuse-ld={linker}", "kernel.o",
                                                           "-o", "k.so"], work, repeats)
-                parts[f"build_pch_{linker}"] = median_ms(["g++", *flags, f"-fuse-ld={linker}", "-include", "block.h",
-                                                          "kernel.cpp", "-o", "k.so"], work, repeats)
     return parts
 
 

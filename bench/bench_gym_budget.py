@@ -46,25 +46,21 @@ def run(overrides: list[str]) -> dict[str, Any]:
     from kernelrl.train.job import eval_config, run_train
 
     requests: list[tuple[str, float, float]] = []  # (event, start, end) of every supervisor request
+    judged: list[tuple[str, bool]] = []  # (task id, reached the timing stage) of every evaluation's reply
     lock = threading.Lock()
     original_run = pool_module.Worker.run
 
     def timed_run(self: Any, job: Any, deadline: float, event: str = "result") -> Any:
         start = time.perf_counter()
+        reply = None
         try:
-            return original_run(self, job, deadline, event)
+            reply = original_run(self, job, deadline, event)
+            return reply
         finally:
             with lock:
                 requests.append((event, start, time.perf_counter()))
-
-    judged: list[tuple[str, bool]] = []  # (task id, reached the timing stage) of every evaluation
-    original_retry = EvalPool._run_with_retry
-
-    def recorded_retry(self: Any, worker: Any, job: Any) -> Any:
-        result = original_retry(self, worker, job)
-        with lock:
-            judged.append((job.task.id, result.timing is not None))
-        return result
+                if event == "result" and isinstance(reply, dict):
+                    judged.append((job.task.id, reply.get("timing") is not None))
 
     stages: dict[str, tuple[float, int]] = {}
     original_stage_start = job_module.stage_start
@@ -77,13 +73,11 @@ def run(overrides: list[str]) -> dict[str, Any]:
             return original_stage_start(name, *args, **kwargs)
 
         pool_module.Worker.run = timed_run  # type: ignore[method-assign]
-        EvalPool._run_with_retry = recorded_retry  # type: ignore[method-assign]
         job_module.stage_start = marked_stage_start
         try:
             summary = run_train(cfg, run_dir=Path(tmp) / "run", echo=False, report=False, pool=pool)
         finally:
             pool_module.Worker.run = original_run  # type: ignore[method-assign]
-            EvalPool._run_with_retry = original_retry  # type: ignore[method-assign]
             job_module.stage_start = original_stage_start
         (start, first), (end, last) = stages["rl"], stages["heldout_rl"]
         rows = pool.cost_log[first:last]
