@@ -10,8 +10,9 @@ compiler run as the build uid, the kill of whatever that uid left, adopting the 
 identity) and its whole `handle` for a new source; and the gym's build stage for a source never seen
 before (the broker's compile, the candidate's load) and for a cached one, through the real pool. Each row
 is the median wall time of `--repeats` runs; the ratios are to the bare build with the precompiled header. Last,
-the whole build with the compiler's default linker and with gold, mold and lld where installed, interleaved, in wall
-and CPU time (every process the build started counted, mold's forked linker too).
+the whole build with the compiler's default linker and with gold, mold and lld where installed, and with <cmath> whole
+(C++17's special math functions declared, as builds had them before WITHOUT_SPECIAL_MATH), interleaved, in wall and
+CPU time (every process the build started counted, mold's forked linker too).
 
     python bench/bench_build_cost.py [--repeats 15] [--no-write]
 """
@@ -34,7 +35,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from kernelrl.native.build import DEFAULT_FLAGS, default_flags
+from kernelrl.native.build import DEFAULT_FLAGS, WITHOUT_SPECIAL_MATH, default_flags
 
 KERNEL = """#include <cmath>
 #include <cstdint>
@@ -87,22 +88,28 @@ def precompile_block(work: Path, flags: list[str]) -> None:
 
 def linker_ab(repeats: int) -> dict[str, float]:
     """The whole build with its precompiled header, with the compiler's default linker and with each of LINKERS
-    installed, interleaved in random order so all see the same load: median wall and CPU (user +
+    installed, and with the default linker but <cmath> whole (`whole_cmath`: without WITHOUT_SPECIAL_MATH, its
+    own precompiled header), interleaved in random order so all see the same load: median wall and CPU (user +
     system of every process the build started, `become_subreaper`) ms. On a busy 2-core machine the CPU time is
     what an RL run's builds compete for; a multi-threaded linker can only shorten the wall time where a core is idle."""
     become_subreaper()
     flags = DEFAULT_FLAGS["c++"]
-    arms = {"default_linker": [], **{linker: [f"-fuse-ld={linker}"] for linker in LINKERS if shutil.which(f"ld.{linker}")}}
+    whole = [flag for flag in flags if flag != WITHOUT_SPECIAL_MATH]
+    arms = {"default_linker": (flags, "block.h"), "whole_cmath": (whole, "whole/block.h"),
+            **{linker: ([*flags, f"-fuse-ld={linker}"], "block.h") for linker in LINKERS if shutil.which(f"ld.{linker}")}}
     wall: dict[str, list[float]] = {arm: [] for arm in arms}
     cpu: dict[str, list[float]] = {arm: [] for arm in arms}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         precompile_block(work, flags)
+        (work / "whole").mkdir()
+        precompile_block(work / "whole", whole)
         order = random.Random(0)
         for i in range(2 * repeats):
             for arm in order.sample(list(arms), len(arms)):
                 (work / "kernel.cpp").write_text(f"{KERNEL}// {i} {arm}\n")
-                command = ["g++", *flags, *arms[arm], "-include", "block.h", "kernel.cpp", "-o", "k.so"]
+                arm_flags, header = arms[arm]
+                command = ["g++", *arm_flags, "-include", header, "kernel.cpp", "-o", "k.so"]
                 cpu_start, start = children_cpu_s(), time.perf_counter()
                 subprocess.run(command, cwd=work, check=True, capture_output=True)
                 wall[arm].append(time.perf_counter() - start)

@@ -171,6 +171,9 @@ def test_a_prefetched_reference_is_ready_before_the_first_candidate(task: Task) 
         assert result.status == Status.OK and result.timing.reference_cached
         assert result.timing.reference_ms == future.result()["reference_ms"]
         assert all(row["reference"] == 0 for row in one.cost_log)  # measured by the prefetch, not by the job
+    costs = summarise_costs(one.cost_log, one.reference_log)
+    assert "reference" not in costs  # no evaluation measured one, yet the prefetch's is counted on its own
+    assert costs["reference_timings"]["n"] == 1 and costs["reference_timings"]["sum_s"] > 0
 
 
 SLOW_DOWN_REFERENCE = C.GOOD.replace(

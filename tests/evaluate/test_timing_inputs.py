@@ -109,6 +109,22 @@ def test_spot_reads_always_cover_where_the_sets_answers_differ() -> None:
         assert batch is not None and not torch.equal(batch[0].values, batch[0].expected)
 
 
+def test_differing_positions_beyond_the_cap_are_a_sorted_random_sample_of_the_true_ones() -> None:
+    """Sets that differ almost everywhere: the judge keeps at most `cap` of the positions, distinct, in
+    order, all of them real differences, a large share of the cap, and a different sample each time."""
+    base = torch.randn(512, 1024)
+    other = base.clone()
+    other.view(-1)[::3] += 1.0  # ~175k differing positions
+    true = set(range(0, base.numel(), 3))
+    cap = 1 << 14
+    samples = [differing_positions([[base], [other]], cap=cap)[0] for _ in range(2)]
+    for kept in samples:
+        assert 0.8 * cap < kept.numel() <= cap
+        assert bool((kept[1:] > kept[:-1]).all()), "positions must be distinct and sorted"
+        assert set(kept.tolist()) <= true
+    assert not torch.equal(samples[0], samples[1])
+
+
 def test_refills_between_scattered_sets_write_only_where_they_differ_and_keep_every_slot_exact() -> None:
     """The judge's sets: the base (no positions of its own) and sets that differ from it in a few scattered
     elements. A refill writes only the elements two sets differ in, and every slot holds its set exactly."""

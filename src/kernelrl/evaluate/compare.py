@@ -98,19 +98,19 @@ def _all_within_by_chunks(ref: torch.Tensor, out: torch.Tensor, rtol: float, ato
     within tolerance, else None (the whole-tensor path then says what and where). The same arithmetic as
     that path, a chunk of CHUNK_ELEMENTS at a time in reused buffers: each input is read from memory once
     and the temporaries stay in cache (~4x faster on a 2M-element output than whole-tensor temporaries)."""
-    diff, scale = torch.empty(CHUNK_ELEMENTS, dtype=work), torch.empty(CHUNK_ELEMENTS, dtype=work)
+    diff, scale, bound = (torch.empty(CHUNK_ELEMENTS, dtype=work) for _ in range(3))
     within = torch.empty(CHUNK_ELEMENTS, dtype=torch.bool)
     max_abs = max_rel = 0.0
     for start in range(0, ref.numel(), CHUNK_ELEMENTS):
         r, o = ref[start : start + CHUNK_ELEMENTS], out[start : start + CHUNK_ELEMENTS]
         n = r.numel()
-        d, a, w = diff[:n], scale[:n], within[:n]
+        d, a, b, w = diff[:n], scale[:n], bound[:n], within[:n]
         torch.sub(o.to(work), r.to(work), out=d).abs_()  # NaN or inf here: not all finite
         chunk_abs = float(d.max())
         if not math.isfinite(chunk_abs):
             return None
         a.copy_(r).abs_()
-        if not bool(torch.le(d, a.mul(rtol).add_(atol), out=w).all()):
+        if not bool(torch.le(d, torch.mul(a, rtol, out=b).add_(atol), out=w).all()):
             return None
         max_abs = max(max_abs, chunk_abs)
         max_rel = max(max_rel, float(d.div_(a.clamp_min_(1e-12)).max()))

@@ -8,7 +8,8 @@ teardown: the rest of the evaluation's wall time seen from the pool (forking the
 confining them, killing and reaping them, the supervisor's messages). Fork and teardown is split further where
 the supervisor measured it: spawn (from taking the job to the judge's first stage: handing the job to a judge
 forked ahead, its candidate's confinement) and teardown (from the verdict to the worker being free again:
-killing the pair, reading the output, removing the scratch)."""
+killing the pair, reading the output, removing the scratch). Reference timings, once per task and settings, are
+also summarised on their own (`reference_timings`), prefetched ones included: those belong to no evaluation."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from collections.abc import Iterable
 from typing import Any
 
 STAGES = ("static", "build", "init", "correctness", "timing")
-PARTS = (*STAGES, "timed_calls", "profile_settling", "reference", "fork_teardown", "spawn", "teardown", "gym_own", "total")
+PARTS = (*STAGES, "timed_calls", "profile_settling", "reference", "fork_teardown", "spawn", "teardown", "gym_own", "total",
+         "reference_timings")
 
 
 def cost_breakdown(result: Any, wall_s: float, reference_s: float = 0.0) -> dict[str, float]:
@@ -36,26 +38,34 @@ def cost_breakdown(result: Any, wall_s: float, reference_s: float = 0.0) -> dict
     return parts
 
 
-def summarise_costs(breakdowns: Iterable[dict[str, float]]) -> dict[str, dict[str, float]]:
+def summarise_costs(breakdowns: Iterable[dict[str, float]],
+                    reference_timings: Iterable[float] = ()) -> dict[str, dict[str, float]]:
     """Per part: p50 and p95 in milliseconds over the evaluations that have the part (a stage an evaluation
-    never reached is left out of that stage's percentiles), and how many did."""
+    never reached is left out of that stage's percentiles), how many did, and the seconds summed over them.
+    `reference_timings`: seconds of each reference timing the pool measured (the pool's `reference_log`)."""
     rows = list(breakdowns)
     summary: dict[str, dict[str, float]] = {}
     for part in PARTS:
-        values = sorted(1000.0 * row[part] for row in rows if row.get(part, 0.0) > 0.0)
-        if not values:
-            continue
-        p95 = values[min(len(values) - 1, round(0.95 * (len(values) - 1)))]
-        summary[part] = {"p50_ms": statistics.median(values), "p95_ms": p95, "n": float(len(values))}
+        values = [row[part] for row in rows if row.get(part, 0.0) > 0.0] if part != "reference_timings" else list(reference_timings)
+        if values:
+            summary[part] = _percentiles(values)
     summary["evaluations"] = {"n": float(len(rows))}
     return summary
 
 
+def _percentiles(seconds: list[float]) -> dict[str, float]:
+    values = sorted(1000.0 * s for s in seconds)
+    p95 = values[min(len(values) - 1, round(0.95 * (len(values) - 1)))]
+    return {"p50_ms": statistics.median(values), "p95_ms": p95, "n": float(len(values)), "sum_s": sum(values) / 1000.0}
+
+
 def costs_table(summary: dict[str, dict[str, float]]) -> list[str]:
     """Markdown lines: one row per part."""
-    lines = ["| part | p50 ms | p95 ms | evaluations |", "|---|---|---|---|"]
+    lines = ["| part | p50 ms | p95 ms | count | sum s |", "|---|---|---|---|---|"]
     for part in PARTS:
         if part in summary:
             s = summary[part]
-            lines.append(f"| {part.replace('_', ' ')} | {s['p50_ms']:.1f} | {s['p95_ms']:.1f} | {int(s['n'])} |")
+            name = "reference timings (once per task, prefetched included)" if part == "reference_timings" else part.replace("_", " ")
+            total = f"{s['sum_s']:.1f}" if "sum_s" in s else ""
+            lines.append(f"| {name} | {s['p50_ms']:.1f} | {s['p95_ms']:.1f} | {int(s['n'])} | {total} |")
     return lines

@@ -177,6 +177,7 @@ class EvalPool:
         self._references_lock = threading.Lock()
         self._measuring: dict[str, threading.Lock] = {}
         self.cost_log: list[dict[str, float]] = []  # one `cost_breakdown` per evaluation run by a worker
+        self.reference_log: list[float] = []  # seconds of each reference timing measured, prefetched ones included
         self._threads = [
             threading.Thread(target=self._serve, args=(i,), daemon=True, name=f"eval-worker-{i}") for i in range(self.size)
         ]
@@ -233,9 +234,11 @@ class EvalPool:
             except WorkerDied:
                 worker.restart()
                 return None, 0.0  # the job's own supervisor times it then
+            seconds = time.perf_counter() - started
             with self._references_lock:
                 self._references[key] = entry
-            return entry, time.perf_counter() - started
+                self.reference_log.append(seconds)
+            return entry, seconds
 
     def _run_with_retry(self, worker: Worker, job: EvalJob) -> EvalResult:
         config = job.config

@@ -49,7 +49,7 @@ class SpotPlan:
 
 
 def differing_positions(expected: list[list[torch.Tensor]], cap: int = 1 << 16) -> dict[int, torch.Tensor]:
-    """Per output leaf: flat positions (at most `cap`, a random choice beyond) where the expected outputs of
+    """Per output leaf: flat positions (at most `cap`: beyond, a random sample) where the expected outputs of
     the timing sets are not all equal. `expected`: per set, its flat list of output tensors."""
     found: dict[int, torch.Tensor] = {}
     first = expected[0]
@@ -61,8 +61,8 @@ def differing_positions(expected: list[list[torch.Tensor]], cap: int = 1 << 16) 
                 o = other[leaf].reshape(-1)
                 mask |= _not_same_bits(o, flat) if o.dtype == flat.dtype else ~((o == flat) | (o.isnan() & flat.isnan()))
         positions = mask.nonzero().reshape(-1)
-        if len(positions) > cap:
-            positions = positions[torch.randperm(len(positions))[:cap]].sort().values
+        if len(positions) > cap:  # `cap` draws with replacement, deduplicated: sorted, and a fraction of randperm's cost
+            positions = positions[torch.randint(len(positions), (cap,)).unique()]
         found[leaf] = positions
     return found
 

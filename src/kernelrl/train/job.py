@@ -216,7 +216,7 @@ def run_train(cfg: TrainConfig, *, resume: bool = False, run_dir: str | Path | N
         summary["eval_cache"] = {"submitted": cache.submitted, "hits": cache.hits}
         summary["rl_step_times"] = {name: statistics.median(v) for name, v in step_times.items() if v}
         if getattr(cache.pool, "cost_log", None) is not None:
-            summary["gym_costs"] = summarise_costs(cache.pool.cost_log)
+            summary["gym_costs"] = summarise_costs(cache.pool.cost_log, getattr(cache.pool, "reference_log", ()))
         (run / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
         if report:
             write_report(run, summary)

@@ -185,7 +185,7 @@ class TinyFamily:
         (in hybrid mode a lazy one, `elementwise_chains.lazy_solution`: one op in C, the rest in PyTorch), the
         protocol's feedback on its verdict (``result: ok 0.6x`` then ``faster:``), and an all-C solution as the
         next answer. Without them a policy meets its first ``faster:`` cue in RL, and later turns rewrite
-        kernels that were right (Dr. Kernel's refinement turns follow a correct answer as often as a wrong one)."""
+        kernels that were right."""
         lazy = self.hybrid
         return feedback_fix_pairs(self, tok, items, seed, judge,
                                   draft=lambda chain, rng: chains.lazy_solution(chain, rng) if lazy else chains.solution(chain, rng),
