@@ -65,6 +65,12 @@ def test_artifacts_and_metrics(full_run: Path) -> None:
         assert 0.0 <= summary[phase]["pass_rate"] <= 1.0 and summary[phase]["n"] == 4
     report = (full_run / "report.md").read_text()
     assert "after SFT" in report and "after RL" in report and "fast_1" in report
+    # the gym's cost per part, the reference timings included (prefetched ones belong to no evaluation)
+    costs = summary["gym_costs"]
+    assert costs["evaluations"]["n"] > 0 and costs["build"]["sum_s"] > 0
+    assert costs["reference_timings"]["n"] >= 1 and costs["reference_timings"]["sum_s"] > 0
+    rows = [line for line in report.splitlines() if line.startswith("| reference timings (once per task")]
+    assert len(rows) == 1 and rows[0].count("|") == 6, rows  # part, p50, p95, count, sum
 
 
 def test_resume_matches_uninterrupted(tmp_path: Path, smoke_cfg: TrainConfig, pool: EvalPool, full_run: Path) -> None:
