@@ -1,5 +1,5 @@
-"""Where the gym's workers spend the main job's RL phase: every worker-second, including the reference timings the
-per-evaluation cost breakdown leaves out.
+"""Where the gym's workers spend the main job's RL phase: every worker-second, reference timings and idle time
+included, as shares of the workers' capacity.
 
 Runs `kernelrl train --preset tiny-cpu` (overrides as `KEY=VALUE`) in this process, with an empty build cache of
 its own, and times each request a pool worker sends its supervisor (`pool.Worker.run`) from the pool's side: an
@@ -9,8 +9,8 @@ start of RL to the start of the held-out evaluation after it) the workers' capac
 
 - evaluations, and within them the stages of the cost breakdown (`evaluate.costs`) summed over the phase's
   evaluations: static, build, init, correctness, timing (timed calls apart), fork and teardown;
-- reference timings: how many, their p50, their sum (none of this is in the cost breakdown: a prefetched
-  reference is no evaluation's);
+- reference timings: how many, their p50, their sum (a prefetched reference is no evaluation's: the cost
+  breakdown has them only as a row of their own, `reference_timings`, from the pool's `reference_log`);
 - idle: no request in flight (the trainer generating or updating, or a worker waiting for the next job).
 
 The per-step medians of generation and evaluate-wait come from the same run, and over the whole run how many tasks
