@@ -2,17 +2,19 @@
 
 In the main job's RL run the build is the largest part of an evaluation (`main_job_tiny_cpu.json`: build
 p50 ~98 ms of ~162 ms), so this splits it: the whole build with DEFAULT_FLAGS and the default linker (the
-`#include <cmath>` block with and without its precompiled header), compile-only and link-only, the compiler's
-fixed cost (a one-line file without includes; the precompiled header alone, no kernel), and the link with the
-gold, mold and lld linkers where they are installed. Then the build service's own steps around the compiler, each
+`#include <cmath>` block with and without its precompiled header), compile-only and link-only (g++'s own link,
+and the lean link builds of C-style sources get: the C libraries alone, `native.build.LEAN_LINK_LIBS`), the
+compiler's fixed cost (a one-line file without includes; the precompiled header alone, no kernel), and the link with
+the gold, mold and lld linkers where they are installed. Then the build service's own steps around the compiler, each
 timed alone (`service_*`: the keyed cache path, the scratch directory, the precompiled-header lookup, the
 compiler run as the build uid, the kill of whatever that uid left, adopting the library, recording its
 identity) and its whole `handle` for a new source; and the gym's build stage for a source never seen
 before (the broker's compile, the candidate's load) and for a cached one, through the real pool. Each row
 is the median wall time of `--repeats` runs; the ratios are to the bare build with the precompiled header. Last,
-the whole build with the compiler's default linker and with gold, mold and lld where installed, and with <cmath> whole
-(C++17's special math functions declared, as builds had them before WITHOUT_SPECIAL_MATH), interleaved, in wall and
-CPU time (every process the build started counted, mold's forked linker too).
+the whole build as builds run it (the lean link, the compiler's default linker) beside g++'s own link (`full_link`,
+as builds linked before the lean link), with gold, mold and lld where installed, and with <cmath> whole (C++17's
+special math functions declared, as builds had them before WITHOUT_SPECIAL_MATH), interleaved, in wall and CPU time
+(every process the build started counted, mold's forked linker too).
 
     python bench/bench_build_cost.py [--repeats 15] [--no-write]
 """
@@ -35,7 +37,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from kernelrl.native.build import DEFAULT_FLAGS, WITHOUT_SPECIAL_MATH, default_flags
+from kernelrl.native.build import (
+    DEFAULT_FLAGS,
+    LEAN_LINK_FLAGS,
+    LEAN_LINK_LIBS,
+    WITHOUT_SPECIAL_MATH,
+    compile_command,
+    default_flags,
+)
 
 KERNEL = """#include <cmath>
 #include <cstdint>
@@ -87,16 +96,17 @@ def precompile_block(work: Path, flags: list[str]) -> None:
 
 
 def linker_ab(repeats: int) -> dict[str, float]:
-    """The whole build with its precompiled header, with the compiler's default linker and with each of LINKERS
-    installed, and with the default linker but <cmath> whole (`whole_cmath`: without WITHOUT_SPECIAL_MATH, its
+    """The whole build with its precompiled header, as builds run it (the lean link, the compiler's default linker),
+    with g++'s own link (`full_link`), with each of LINKERS installed, and with g++'s own link and <cmath> whole (`whole_cmath`: without WITHOUT_SPECIAL_MATH, its
     own precompiled header), interleaved in random order so all see the same load: median wall and CPU (user +
     system of every process the build started, `become_subreaper`) ms. On a busy 2-core machine the CPU time is
     what an RL run's builds compete for; a multi-threaded linker can only shorten the wall time where a core is idle."""
     become_subreaper()
     flags = DEFAULT_FLAGS["c++"]
     whole = [flag for flag in flags if flag != WITHOUT_SPECIAL_MATH]
-    arms = {"default_linker": (flags, "block.h"), "whole_cmath": (whole, "whole/block.h"),
-            **{linker: ([*flags, f"-fuse-ld={linker}"], "block.h") for linker in LINKERS if shutil.which(f"ld.{linker}")}}
+    arms = {"default_linker": (flags, "block.h", True), "full_link": (flags, "block.h", False),
+            "whole_cmath": (whole, "whole/block.h", False),
+            **{linker: ([*flags, f"-fuse-ld={linker}"], "block.h", True) for linker in LINKERS if shutil.which(f"ld.{linker}")}}
     wall: dict[str, list[float]] = {arm: [] for arm in arms}
     cpu: dict[str, list[float]] = {arm: [] for arm in arms}
     with tempfile.TemporaryDirectory() as tmp:
@@ -108,8 +118,8 @@ def linker_ab(repeats: int) -> dict[str, float]:
         for i in range(2 * repeats):
             for arm in order.sample(list(arms), len(arms)):
                 (work / "kernel.cpp").write_text(f"{KERNEL}// {i} {arm}\n")
-                arm_flags, header = arms[arm]
-                command = ["g++", *arm_flags, "-include", header, "kernel.cpp", "-o", "k.so"]
+                arm_flags, header, lean = arms[arm]
+                command = compile_command("g++", arm_flags, header, "kernel.cpp", "k.so", lean)
                 cpu_start, start = children_cpu_s(), time.perf_counter()
                 subprocess.run(command, cwd=work, check=True, capture_output=True)
                 wall[arm].append(time.perf_counter() - start)
@@ -138,6 +148,8 @@ def compiler_parts(repeats: int) -> dict[str, float]:
             "compile_only_pch": median_ms(["g++", *compile_flags, "-include", "block.h", "-c", "kernel.cpp", "-o", "k.o"],
                                           work, repeats),
             "link_only_bfd": median_ms(["g++", "-shared", "-fopenmp", "kernel.o", "-o", "k.so"], work, repeats),
+            "link_only_lean": median_ms(["g++", "-shared", "-fopenmp", *LEAN_LINK_FLAGS, "kernel.o", "-o", "k.so",
+                                         *LEAN_LINK_LIBS], work, repeats),
             "process_start_true": median_ms(["true"], work, repeats),
         }
         for linker in LINKERS:  # the link alone; the whole build with each is `linker_ab`'s, interleaved

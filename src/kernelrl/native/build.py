@@ -37,6 +37,25 @@ UNDECLARED_SPECIAL_MATH = re.compile(
     r"[\u2018'](?:std::)?(?:assoc_laguerre|assoc_legendre|beta|comp_ellint_[123]|cyl_bessel_[ijk]|cyl_neumann"
     r"|ellint_[123]|expint|hermite|laguerre|legendre|riemann_zeta|sph_bessel|sph_legendre|sph_neumann)[fl]?[\u2019'] "
     r"(?:was not declared|is not a member|has not been declared)")
+# g++ links every library against libstdc++, libm, libgcc_s and libc (--as-needed keeps only those used); reading
+# libstdc++'s symbol table is most of a small kernel's link (bench/bench_build_cost.py, `full_link`). A source that
+# includes only C headers (`LEAN_HEADERS`) and passes no link flag is linked against the C libraries alone, with
+# `-z defs`: a symbol none of them defines (operator new, say) fails that link (`UNRESOLVED_SYMBOL`), and it is linked
+# once more as g++ links by default (`run_compiler`). Either way the library is the one g++'s default link makes.
+LEAN_LINK_FLAGS = ("-nodefaultlibs", "-Wl,-z,defs")
+LEAN_LINK_LIBS = ("-lm", "-lgomp", "-lc", "-lgcc")  # after the source: a library is searched for what came before it
+LEAN_HEADERS = frozenset({
+    *(f"{name}.h" for name in ("assert", "ctype", "errno", "float", "inttypes", "limits", "math", "stdbool", "stddef",
+                               "stdint", "stdio", "stdlib", "string", "omp", "immintrin", "x86intrin", "xmmintrin",
+                               "emmintrin", "pmmintrin", "smmintrin", "nmmintrin", "arm_neon")),
+    *(f"c{name}" for name in ("assert", "ctype", "errno", "float", "inttypes", "limits", "math", "stddef", "stdint",
+                              "stdio", "stdlib", "string")),
+    "type_traits", "limits", "utility", "array", "bit",
+})
+_INCLUDED = re.compile(r"#\s*include\s*[<\"]([^>\"\n]*)[>\"]")
+_LINK_FLAG_PREFIXES = ("-l", "-L", "-Wl", "-Xlinker", "-static", "-shared-lib", "-nostd", "-nodefault", "-fsanitize",
+                       "-fprofile", "-coverage", "--coverage", "-pg", "-rdynamic", "-specs", "--specs")
+UNRESOLVED_SYMBOL = re.compile(r"undefined (?:reference to|symbol)")
 DEFAULT_FLAGS = {
     "c++": ["-O3", "-march=native", "-fPIC", "-shared", "-std=c++17", "-fopenmp", "-Drestrict=__restrict__", "-pipe",
             WITHOUT_SPECIAL_MATH],
@@ -298,10 +317,15 @@ def run_compiler(
     out_path = Path(workdir) / "lib.so"
     limits = limits or BuildLimits.for_build(language, timeout)
     started = time.monotonic()
-    returncode, log = _compile(compiler, language, flags, precompiled, src_path, workdir, timeout, user, limits)
+    lean = language == "c++" and lean_link(source, flags)
+    returncode, log = _compile(compiler, language, flags, precompiled, src_path, workdir, timeout, user, limits, lean)
+    if returncode != 0 and lean and UNRESOLVED_SYMBOL.search(log):
+        # The source needs a library the lean link leaves out (libstdc++ for operator new, say): linked as g++ links.
+        returncode, log = _compile(compiler, language, flags, precompiled, src_path, workdir,
+                                   timeout - (time.monotonic() - started), user, limits)
     if returncode != 0 and WITHOUT_SPECIAL_MATH in flags and UNDECLARED_SPECIAL_MATH.search(log):
         # The source may call a special math function: once more with <cmath> whole (and no precompiled header,
-        # which was made without it), within what is left of the deadline.
+        # which was made without it) and g++'s own link (libstdc++ has their errors), within what is left of the deadline.
         whole = [flag for flag in flags if flag != WITHOUT_SPECIAL_MATH]
         returncode, log = _compile(compiler, language, whole, None, src_path, workdir,
                                    timeout - (time.monotonic() - started), user, limits)
@@ -314,17 +338,37 @@ def run_compiler(
     return out_path, log
 
 
+def lean_link(source: str, flags: list[str] | tuple[str, ...]) -> bool:
+    """Whether a g++ build of `source` with `flags` is first linked against the C libraries alone
+    (`LEAN_LINK_LIBS`): it includes only `LEAN_HEADERS` and no flag changes what the link pulls in."""
+    if any(flag.startswith(_LINK_FLAG_PREFIXES) for flag in flags):
+        return False
+    return all(name.strip() in LEAN_HEADERS for name in _INCLUDED.findall(source))
+
+
+def compile_command(compiler: str, flags: list[str] | tuple[str, ...], precompiled: Path | str | None, source_path: str,
+                    out_path: str, lean: bool = False) -> list[str]:
+    """The compiler's argument list for one build (`lean`: linked against `LEAN_LINK_LIBS` alone, `-z defs`)."""
+    pch = ["-include", str(precompiled)] if precompiled is not None else []
+    if not lean:
+        return [compiler, *flags, *pch, source_path, "-o", out_path]
+    return [compiler, *flags, *LEAN_LINK_FLAGS, *pch, source_path, "-o", out_path, *LEAN_LINK_LIBS]
+
+
+# Compiler messages in English whatever the locale (the retries above read them), with UTF-8 quotes.
+_COMPILER_LOCALE = {"LC_ALL": "C.UTF-8", "LANGUAGE": ""}
+
+
 def _compile(compiler: str, language: str, flags: list[str], precompiled: Path | None, src_path: Path, workdir: str,
-             timeout: float, user: int | None, limits: BuildLimits) -> tuple[int, str]:
+             timeout: float, user: int | None, limits: BuildLimits, lean: bool = False) -> tuple[int, str]:
     """One compiler run of `run_compiler`, into `workdir`/lib.so: its exit status and its sanitized log;
     `TimeoutError` past `timeout`."""
     file_name, out_path = src_path.name, Path(workdir) / "lib.so"
-    pch = ["-include", str(precompiled)] if precompiled is not None else []
-    command, popen = limited([compiler, *flags, *pch, str(src_path), "-o", str(out_path)], limits, user)
+    command, popen = limited(compile_command(compiler, flags, precompiled, str(src_path), str(out_path), lean), limits, user)
     with tempfile.TemporaryFile() as log_file:
         proc = subprocess.Popen(
             command, cwd=workdir, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-            start_new_session=True, env={**os.environ, "TMPDIR": workdir}, **popen,
+            start_new_session=True, env={**os.environ, "TMPDIR": workdir, **_COMPILER_LOCALE}, **popen,
         )
         # A timer kills the group at the deadline while this thread blocks in waitpid: `wait(timeout=...)`
         # polls with sleeps of up to 50 ms, which added ~40 ms to every build.
