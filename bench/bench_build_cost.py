@@ -39,8 +39,6 @@ from typing import Any
 
 from kernelrl.native.build import (
     DEFAULT_FLAGS,
-    LEAN_LINK_FLAGS,
-    LEAN_LINK_LIBS,
     WITHOUT_SPECIAL_MATH,
     compile_command,
     default_flags,
@@ -97,10 +95,10 @@ def precompile_block(work: Path, flags: list[str]) -> None:
 
 def linker_ab(repeats: int) -> dict[str, float]:
     """The whole build with its precompiled header, as builds run it (the lean link, the compiler's default linker),
-    with g++'s own link (`full_link`), with each of LINKERS installed, and with g++'s own link and <cmath> whole (`whole_cmath`: without WITHOUT_SPECIAL_MATH, its
-    own precompiled header), interleaved in random order so all see the same load: median wall and CPU (user +
-    system of every process the build started, `become_subreaper`) ms. On a busy 2-core machine the CPU time is
-    what an RL run's builds compete for; a multi-threaded linker can only shorten the wall time where a core is idle."""
+    with g++'s own link (`full_link`), with each of LINKERS installed, and with g++'s own link and <cmath> whole
+    (`whole_cmath`: without WITHOUT_SPECIAL_MATH, its own precompiled header), interleaved in random order so all
+    see the same load: median wall and CPU (user + system of every process the build started, `become_subreaper`)
+    ms. On a busy 2-core machine the CPU time is what an RL run's builds compete for; a multi-threaded linker can only shorten the wall time where a core is idle."""
     become_subreaper()
     flags = DEFAULT_FLAGS["c++"]
     whole = [flag for flag in flags if flag != WITHOUT_SPECIAL_MATH]
@@ -148,8 +146,8 @@ def compiler_parts(repeats: int) -> dict[str, float]:
             "compile_only_pch": median_ms(["g++", *compile_flags, "-include", "block.h", "-c", "kernel.cpp", "-o", "k.o"],
                                           work, repeats),
             "link_only_bfd": median_ms(["g++", "-shared", "-fopenmp", "kernel.o", "-o", "k.so"], work, repeats),
-            "link_only_lean": median_ms(["g++", "-shared", "-fopenmp", *LEAN_LINK_FLAGS, "kernel.o", "-o", "k.so",
-                                         *LEAN_LINK_LIBS], work, repeats),
+            "link_only_lean": median_ms(compile_command("g++", ["-shared", "-fopenmp"], None, "kernel.o", "k.so", lean=True),
+                                        work, repeats),
             "process_start_true": median_ms(["true"], work, repeats),
         }
         for linker in LINKERS:  # the link alone; the whole build with each is `linker_ab`'s, interleaved
