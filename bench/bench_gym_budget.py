@@ -17,12 +17,18 @@ The per-step medians of generation and evaluate-wait come from the same run, and
 got an evaluation and how many of them a timed one (a reference timed only for those would skip the rest). This
 says which lever is worth what before anyone builds it.
 
-    python bench/bench_gym_budget.py [--no-write] [KEY=VALUE ...]
+Last, the floor that the builds alone put under target 2 of the gym-throughput issue (evaluate-wait <= 2x generate):
+after the run, on the then idle machine, the CPU of one build as the gym runs it (the tiny family's include block
+precompiled, the lean link; user + system of every process it starts, `bench_build_cost.linker_ab`'s arm), times
+the RL phase's builds per step (evaluations whose build stage took longer than a cache hit can), over the cores.
+
+    python bench/bench_gym_budget.py [--no-write] [--floor-repeats 10] [KEY=VALUE ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import threading
@@ -30,7 +36,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_build_cost import cold_cache
+from bench_build_cost import cold_cache, linker_ab, reap_orphans
+
+NEW_BUILD_S = 0.025  # a build stage longer than this compiled (a cache hit takes ~9 ms: bench_build_cost's gym_build_cached)
 
 #: cost-breakdown parts, as budget rows (a part inside another is named under it)
 PARTS = {"static": "static", "build": "build", "init": "init", "correctness": "correctness", "timing": "timing",
@@ -87,6 +95,7 @@ def run(overrides: list[str]) -> dict[str, Any]:
         return [min(b, end) - max(a, start) for e, a, b in requests if e == event and b > start and a < end]
 
     evaluations, references = in_phase("result"), in_phase("reference")
+    builds = sum(1 for row in rows if row.get("build", 0.0) > NEW_BUILD_S)
     budget = {
         "evaluations": sum(evaluations),
         **{f"evaluations.{row_name}": sum(row.get(part, 0.0) for row in rows) for part, row_name in PARTS.items()},
@@ -100,18 +109,33 @@ def run(overrides: list[str]) -> dict[str, Any]:
         "tasks_judged": len({task for task, _ in judged}), "tasks_timed": len({task for task, timed in judged if timed}),
         "reference_timing_p50_ms": 1000 * statistics.median(references) if references else None,
         "evaluation_p50_ms": 1000 * statistics.median(evaluations) if evaluations else None,
-        "rl_step_times": summary.get("rl_step_times", {}),
+        "rl_step_times": summary.get("rl_step_times", {}), "builds": builds,
         "after_rl": {k: v for k, v in summary["after_rl"].items() if k != "examples"},
         "overrides": overrides,
     }
 
 
+def build_floor(record: dict[str, Any], repeats: int = 10) -> dict[str, float]:
+    """The least wall time per RL step that the phase's builds need on this machine's cores, beside target 2's
+    budget (twice the median generate time): builds per step x one build's CPU (median of `repeats`, idle) / cores."""
+    cpu_ms = linker_ab(repeats)["ab_cpu_default_linker"]
+    reap_orphans()
+    cores = os.cpu_count() or 1
+    per_step = record["builds"] / max(1, record["rl_steps"])
+    cpu_s = per_step * cpu_ms / 1000
+    return {"build_cpu_ms": cpu_ms, "builds_per_step": per_step, "build_cpu_per_step_s": cpu_s, "cores": cores,
+            "build_wall_floor_s": cpu_s / cores,
+            "evaluate_wait_budget_s": 2 * record["rl_step_times"].get("time/generate", 0.0)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--no-write", action="store_true", help="do not write bench/results/bench_gym_budget.json")
+    parser.add_argument("--floor-repeats", type=int, default=10, help="builds per arm timed for the build floor")
     parser.add_argument("overrides", nargs="*", help="KEY=VALUE overrides of the tiny-cpu preset")
     args = parser.parse_args()
     record = run(args.overrides)
+    record["build_floor"] = build_floor(record, args.floor_repeats)
     steps = record["rl_step_times"]
     print(f"tiny-cpu RL phase: {record['rl_steps']} steps in {record['rl_wall_s']:.1f} s on {record['workers']} workers "
           f"({record['capacity_worker_s']:.1f} worker-s); per step p50 generate {steps.get('time/generate', 0):.2f} s, "
@@ -122,6 +146,11 @@ def main() -> None:
     print("| worker time | s | share of capacity |\n|---|---|---|")
     for name, seconds in record["worker_s"].items():
         print(f"| {name} | {seconds:.1f} | {100 * record['share_of_capacity'][name]:.1f}% |")
+    floor = record["build_floor"]
+    print(f"target 2 floor: {floor['builds_per_step']:.1f} builds per step x {floor['build_cpu_ms']:.0f} ms CPU each "
+          f"= {floor['build_cpu_per_step_s']:.2f} s of CPU, >= {floor['build_wall_floor_s']:.2f} s on {floor['cores']} cores, "
+          f"against an evaluate-wait budget of {floor['evaluate_wait_budget_s']:.2f} s (2x generate): "
+          f"{'within' if floor['build_wall_floor_s'] <= floor['evaluate_wait_budget_s'] else 'ABOVE'} it")
     if not args.no_write:
         from results_file import write_result
 

@@ -26,7 +26,7 @@ TINY = {
     "bench_confine.py": ["--n", "2000", "--rounds", "1", "--installs", "2"],
     "bench_build_cost.py": ["--repeats", "1", "--no-write"],
     "bench_build_demand.py": ["--no-write", "rl.steps=1", "sft.steps=2", "task.n_heldout=4"],
-    "bench_gym_budget.py": ["--no-write", "rl.steps=1", "sft.steps=2", "task.n_heldout=4"],
+    "bench_gym_budget.py": ["--no-write", "--floor-repeats", "1", "rl.steps=1", "sft.steps=2", "task.n_heldout=4"],
 }
 
 
