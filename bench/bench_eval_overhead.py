@@ -6,7 +6,9 @@ the reference timed once per task as in a training run):
 1. A 64k-element ReLU, n evaluations one after another: each one's cost by part (static, build, init,
    correctness, timing, timed calls, profile settling, reference, fork and teardown; see
    `kernelrl.evaluate.costs`) as p50/p95, and the gym's own cost: everything but the candidate's timed
-   calls and its build. Then n evaluations submitted at once: evaluations per second on `--workers`.
+   calls and its build; and over the same n, the CPU of the gym's processes per evaluation (the supervisors and
+   everything they reaped: judges, candidates, compilers) and their minor page faults, read from /proc. Then n
+   evaluations submitted at once: evaluations per second on `--workers`.
 2. A 2M-element ReLU: what its evaluation costs in all against the work it times (the timed calls), and the
    floor of that ratio on this design: what the judge itself must do per correctness trial with fresh inputs
    (draw the task's inputs, run the reference, compare the whole output), timed in this process on the
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures as cf
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -84,14 +87,54 @@ def stage_seconds(result: EvalResult) -> float:
     return sum(s.duration_s for s in result.stages)
 
 
+def supervisor_pids() -> list[int]:
+    """The pool's supervisor processes: this process's outermost descendants that are Python running
+    `kernelrl.evaluate.supervisor` (not the bubblewrap that starts one; their judges and candidates, forked from them,
+    have the same command line)."""
+    found, todo = [], [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if pid != os.getpid() and b"python" in os.path.basename(argv[0]) and b"kernelrl.evaluate.supervisor" in argv:
+                found.append(pid)
+                continue
+            for task in os.listdir(f"/proc/{pid}/task"):
+                todo += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def cpu_and_faults(pids: list[int]) -> tuple[float, int]:
+    """CPU seconds (user + system) and minor page faults of `pids` and of every descendant they have reaped
+    (`/proc/PID/stat`: utime, stime, cutime, cstime; minflt, cminflt): the supervisors reap their judges, which
+    reap their candidates, and the build service's compilers are the supervisors' own children."""
+    ticks, seconds, faults = os.sysconf("SC_CLK_TCK"), 0.0, 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        seconds += sum(int(fields[i]) for i in (11, 12, 13, 14)) / ticks
+        faults += int(fields[7]) + int(fields[8])
+    return seconds, faults
+
+
 def run_pool(task: Task, candidate: Candidate, config: EvalConfig, n: int, workers: int) -> tuple[dict[str, Any], float]:
-    """(cost summary of n sequential evaluations, evaluations per second of n submitted at once)."""
+    """(cost summary of n sequential evaluations, evaluations per second of n submitted at once). The summary also
+    has the gym's CPU per evaluation (`cpu_per_evaluation_ms`: the supervisors and everything they reaped; this
+    process's own apart) and its minor page faults (`faults_per_evaluation`), over the sequential ones: on a
+    machine whose cores are all busy in an RL run, CPU is what an evaluation costs."""
     with EvalPool(workers=workers, config=config) as pool:
         for _ in range(workers):  # the build fills the cache; the reference is timed once
             pool.evaluate(task, candidate)
         pool.cost_log.clear()
+        pids = supervisor_pids()
+        (cpu_start, faults_start), own_start = cpu_and_faults(pids), time.process_time()
         sequential = [pool.evaluate(task, candidate) for _ in range(n)]
+        (cpu_end, faults_end), own_end = cpu_and_faults(pids), time.process_time()
         costs = summarise_costs(pool.cost_log)
+        costs["cpu_per_evaluation_ms"] = {"gym": 1000 * (cpu_end - cpu_start) / n, "pool": 1000 * (own_end - own_start) / n,
+                                          "supervisors": len(pids)}
+        costs["faults_per_evaluation"] = {"minor": (faults_end - faults_start) / n}
         start = time.perf_counter()
         results = [r for _, r in pool.evaluate_many([(task, candidate)] * n)]
         throughput = n / (time.perf_counter() - start)
@@ -205,6 +248,10 @@ def main() -> None:
     gym_own = costs["gym_own"]["p50_ms"]
     print(f"64k-element ReLU, {args.n} evaluations one after another (builds cached, reference timed once):")
     print("\n".join(costs_table(costs)))
+    cpu = costs["cpu_per_evaluation_ms"]
+    print(f"CPU per evaluation: {cpu['gym']:.0f} ms in the gym's processes (supervisors, judges, candidates, compilers), "
+          f"{cpu['pool']:.1f} ms in the pool's; {costs['faults_per_evaluation']['minor']:.0f} minor page faults; "
+          f"the candidate's timed calls {costs['timed_calls']['p50_ms']:.0f} ms (p50)")
     print(f"\nthroughput, {args.n} submitted at once on {args.workers} workers: {throughput:.1f} evaluations/s")
     print(f"2M-element ReLU: evaluation / timed work = {large_ratio:.2f}x "
           f"(timed calls p50 {large['timed_calls']['p50_ms']:.0f} ms of {large['total']['p50_ms']:.0f} ms)")
