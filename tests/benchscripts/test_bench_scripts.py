@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -54,3 +55,15 @@ def test_speed_probe_times_compute_and_kernel_work_and_leaves_no_child() -> None
 
 def _children() -> set[str]:
     return {pid for task in Path("/proc/self/task").iterdir() for pid in (task / "children").read_text().split()}
+
+
+def test_eval_overhead_finds_the_gyms_processes_and_their_cpu() -> None:
+    """The bench's CPU per evaluation is read from the supervisors' /proc entries: a search that found none (the
+    bubblewrap that starts a supervisor has its command line too) would report 0 ms."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_eval_overhead.py"), "--n", "2", "--workers", "1",
+                           "--no-write"], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    found = re.search(r"CPU per evaluation: (\d+) ms in the gym's processes", proc.stdout)
+    assert found, proc.stdout[-2000:]
+    assert int(found.group(1)) > 0, proc.stdout[-2000:]
