@@ -108,8 +108,9 @@ def supervisor_pids() -> list[int]:
 
 def cpu_and_faults(pids: list[int]) -> tuple[float, int]:
     """CPU seconds (user + system) and minor page faults of `pids` and of every descendant they have reaped
-    (`/proc/PID/stat`: utime, stime, cutime, cstime; minflt, cminflt): the supervisors reap their judges, which
-    reap their candidates, and the build service's compilers are the supervisors' own children."""
+    (`/proc/PID/stat`: utime, stime, cutime, cstime; minflt, cminflt): each supervisor reaps its judges and, as
+    their subreaper, the candidates they leave to it, and its build service's compilers are its own children. A
+    spare judge forked ahead and not yet reaped when the window closes is left out."""
     ticks, seconds, faults = os.sysconf("SC_CLK_TCK"), 0.0, 0
     for pid in pids:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
