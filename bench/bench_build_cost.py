@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -93,25 +93,29 @@ def precompile_block(work: Path, flags: list[str]) -> None:
     subprocess.run(["g++", *flags, "-x", "c++-header", "block.h", "-o", "block.h.gch"], cwd=work, check=True)
 
 
-def linker_ab(repeats: int) -> dict[str, float]:
+def linker_ab(repeats: int, only: Collection[str] | None = None) -> dict[str, float]:
     """The whole build with its precompiled header, as builds run it (the lean link, the compiler's default linker),
     with g++'s own link (`full_link`), with each of LINKERS installed, and with g++'s own link and <cmath> whole
     (`whole_cmath`: without WITHOUT_SPECIAL_MATH, its own precompiled header), interleaved in random order so all
     see the same load: median wall and CPU (user + system of every process the build started, `become_subreaper`)
-    ms. On a busy 2-core machine the CPU time is what an RL run's builds compete for; a multi-threaded linker can only shorten the wall time where a core is idle."""
+    ms. On a busy 2-core machine the CPU time is what an RL run's builds compete for; a multi-threaded linker can only shorten the wall time where a core is idle.
+    `only`: the arms to time (default: all)."""
     become_subreaper()
     flags = DEFAULT_FLAGS["c++"]
     whole = [flag for flag in flags if flag != WITHOUT_SPECIAL_MATH]
     arms = {"default_linker": (flags, "block.h", True), "full_link": (flags, "block.h", False),
             "whole_cmath": (whole, "whole/block.h", False),
             **{linker: ([*flags, f"-fuse-ld={linker}"], "block.h", True) for linker in LINKERS if shutil.which(f"ld.{linker}")}}
+    if only is not None:
+        arms = {arm: spec for arm, spec in arms.items() if arm in only}
     wall: dict[str, list[float]] = {arm: [] for arm in arms}
     cpu: dict[str, list[float]] = {arm: [] for arm in arms}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         precompile_block(work, flags)
-        (work / "whole").mkdir()
-        precompile_block(work / "whole", whole)
+        if "whole_cmath" in arms:
+            (work / "whole").mkdir()
+            precompile_block(work / "whole", whole)
         order = random.Random(0)
         for i in range(2 * repeats):
             for arm in order.sample(list(arms), len(arms)):

@@ -19,7 +19,7 @@ says which lever is worth what before anyone builds it.
 
 Last, the floor that the builds alone put under target 2 of the gym-throughput issue (evaluate-wait <= 2x generate):
 after the run, on the then idle machine, the CPU of one build as the gym runs it (the tiny family's include block
-precompiled, the lean link; user + system of every process it starts, `bench_build_cost.linker_ab`'s arm), times
+precompiled, the lean link; user + system of every process it starts, `bench_build_cost.linker_ab`'s default arm alone), times
 the RL phase's builds per step (evaluations whose build stage took longer than a cache hit can), over the cores.
 
     python bench/bench_gym_budget.py [--no-write] [--floor-repeats 10] [KEY=VALUE ...]
@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_build_cost import cold_cache, linker_ab, reap_orphans
+from bench_build_cost import cold_cache, linker_ab
 
 NEW_BUILD_S = 0.025  # a build stage longer than this compiled (a cache hit takes ~9 ms: bench_build_cost's gym_build_cached)
 
@@ -118,8 +118,7 @@ def run(overrides: list[str]) -> dict[str, Any]:
 def build_floor(record: dict[str, Any], repeats: int = 10) -> dict[str, float]:
     """The least wall time per RL step that the phase's builds need on this machine's cores, beside target 2's
     budget (twice the median generate time): builds per step x one build's CPU (median of `repeats`, idle) / cores."""
-    cpu_ms = linker_ab(repeats)["ab_cpu_default_linker"]
-    reap_orphans()
+    cpu_ms = linker_ab(repeats, only=("default_linker",))["ab_cpu_default_linker"]
     cores = os.cpu_count() or 1
     per_step = record["builds"] / max(1, record["rl_steps"])
     cpu_s = per_step * cpu_ms / 1000

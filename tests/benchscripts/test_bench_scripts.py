@@ -31,13 +31,18 @@ TINY = {
 }
 
 
-@pytest.mark.parametrize("script", sorted(TINY))
-def test_bench_script_runs(script: str) -> None:
+def run_bench(script: str, args: list[str]) -> str:
+    """Run bench/`script` with `args` in a subprocess; its stdout (a non-zero exit fails the test)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH")) if p)}
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / script), *TINY[script]], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args], capture_output=True, text=True,
                           timeout=300, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    assert proc.stdout.strip()
+    return proc.stdout
+
+
+@pytest.mark.parametrize("script", sorted(TINY))
+def test_bench_script_runs(script: str) -> None:
+    assert run_bench(script, TINY[script]).strip()
 
 
 def test_speed_probe_times_compute_and_kernel_work_and_leaves_no_child() -> None:
@@ -60,10 +65,7 @@ def _children() -> set[str]:
 def test_eval_overhead_finds_the_gyms_processes_and_their_cpu() -> None:
     """The bench's CPU per evaluation is read from the supervisors' /proc entries: a search that found none (the
     bubblewrap that starts a supervisor has its command line too) would report 0 ms."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH")) if p)}
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_eval_overhead.py"), "--n", "2", "--workers", "1",
-                           "--no-write"], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    found = re.search(r"CPU per evaluation: (\d+) ms in the gym's processes", proc.stdout)
-    assert found, proc.stdout[-2000:]
-    assert int(found.group(1)) > 0, proc.stdout[-2000:]
+    out = run_bench("bench_eval_overhead.py", ["--n", "2", "--workers", "1", "--no-write"])
+    found = re.search(r"CPU per evaluation: (\d+) ms in the gym's processes", out)
+    assert found, out[-2000:]
+    assert int(found.group(1)) > 0, out[-2000:]
