@@ -17,6 +17,8 @@ The per-step medians of generation and evaluate-wait come from the same run, and
 got an evaluation and how many of them a timed one (a reference timed only for those would skip the rest). This
 says which lever is worth what before anyone builds it.
 
+The CPU of the phase's judges and candidates is summed apart (`evaluate.costs`: judge_cpu, candidate_cpu).
+
 Last, the floor that the builds alone put under target 2 of the gym-throughput issue (evaluate-wait <= 2x generate):
 after the run, on the then idle machine, the CPU of one build as the gym runs it (the tiny family's include block
 precompiled, the lean link; user + system of every process it starts, `bench_build_cost.linker_ab`'s default arm alone), times
@@ -110,6 +112,8 @@ def run(overrides: list[str]) -> dict[str, Any]:
         "reference_timing_p50_ms": 1000 * statistics.median(references) if references else None,
         "evaluation_p50_ms": 1000 * statistics.median(evaluations) if evaluations else None,
         "rl_step_times": summary.get("rl_step_times", {}), "builds": builds,
+        "cpu_s": {"judges": sum(row.get("judge_cpu", 0.0) for row in rows),
+                  "candidates": sum(row.get("candidate_cpu", 0.0) for row in rows)},
         "after_rl": {k: v for k, v in summary["after_rl"].items() if k != "examples"},
         "overrides": overrides,
     }
@@ -145,6 +149,9 @@ def main() -> None:
     print("| worker time | s | share of capacity |\n|---|---|---|")
     for name, seconds in record["worker_s"].items():
         print(f"| {name} | {seconds:.1f} | {100 * record['share_of_capacity'][name]:.1f}% |")
+    cpu = record["cpu_s"]
+    print(f"CPU over the RL phase's evaluations: judges {cpu['judges']:.1f} s, candidates {cpu['candidates']:.1f} s "
+          f"(of {record['capacity_worker_s']:.1f} worker-s)")
     floor = record["build_floor"]
     print(f"target 2 floor: {floor['builds_per_step']:.1f} builds per step x {floor['build_cpu_ms']:.0f} ms CPU each "
           f"= {floor['build_cpu_per_step_s']:.2f} s of CPU, >= {floor['build_wall_floor_s']:.2f} s on {floor['cores']} cores, "

@@ -176,6 +176,27 @@ def test_a_prefetched_reference_is_ready_before_the_first_candidate(task: Task) 
     assert costs["reference_timings"]["n"] == 1 and costs["reference_timings"]["sum_s"] > 0
 
 
+BURNS_CPU_IN_INIT = "import time\n" + C.GOOD.replace(
+    "        self.scale = scale",
+    "        self.scale = scale\n        start = time.process_time()\n"
+    "        while time.process_time() - start < 0.3:\n            pass",
+    1,
+)
+
+
+def test_each_evaluation_reports_the_cpu_of_its_judge_and_its_candidate(pool: EvalPool, task: Task) -> None:
+    """The cost breakdown's CPU rows: a candidate that spins for 0.3 s of CPU in its constructor shows it as the
+    candidate's, not the judge's; an ordinary one costs both processes little."""
+    plain, burner = pool.evaluate(task, Candidate(C.GOOD)), pool.evaluate(task, Candidate(BURNS_CPU_IN_INIT))
+    assert plain.status == Status.OK and burner.status == Status.OK, (plain.feedback, burner.feedback)
+    assert 0 < plain.costs["candidate_cpu"] < 0.25 and plain.costs["judge_cpu"] > 0
+    assert burner.costs["candidate_cpu"] >= 0.28
+    assert burner.costs["judge_cpu"] < burner.costs["candidate_cpu"] - 0.2
+    costs = summarise_costs(pool.cost_log[-2:])
+    assert costs["candidate_cpu"]["n"] == 2 and costs["candidate_cpu"]["sum_s"] >= 0.28
+    assert costs["judge_cpu"]["n"] == 2
+
+
 SLOW_DOWN_REFERENCE = C.GOOD.replace(
     "lib = load_cpp(",
     """import sys

@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 
 from kernelrl.evaluate.builds import BuildService
+from kernelrl.native import build
 from kernelrl.native.build import (
-    UNRESOLVED_SYMBOL,
+    LINK_FAILED,
     BuildLimits,
+    CompileError,
     _compile,
     compiler_for,
     full_flags,
@@ -75,7 +77,7 @@ def test_a_source_that_needs_libstdcxx_fails_the_lean_link_and_builds_with_the_f
     lean_dir.mkdir()
     code, log = _compile(compiler_for("c++"), "c++", flags, None, _source(lean_dir, NEEDS_LIBSTDCXX), str(lean_dir), 120,
                          None, BuildLimits.for_build("c++", 120), lean=True)
-    assert code != 0 and UNRESOLVED_SYMBOL.search(log), log  # -z defs: libstdc++ is really left out
+    assert code != 0 and LINK_FAILED.search(log), log  # -z defs: libstdc++ is really left out
     path, _ = run_compiler(NEEDS_LIBSTDCXX, "c++", flags, str(tmp_path), timeout=120)
     lib = ctypes.CDLL(str(path))
     lib.sum_copy.restype = ctypes.c_float
@@ -89,6 +91,27 @@ def test_an_undefined_function_still_builds_as_g_plus_plus_links_it(tmp_path: Pa
              '{ return provided_elsewhere(n); }\n'
     path, _ = run_compiler(source, "c++", full_flags("c++"), str(tmp_path), timeout=120)
     assert path.is_file()
+
+
+def test_a_library_the_toolchain_lacks_fails_the_lean_link_and_builds_with_the_full_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any link failure of the lean link falls back to g++'s own link, not only an undefined symbol: a toolchain
+    without one of its libraries (clang without libgomp, say) reports "cannot find -l..." instead."""
+    monkeypatch.setattr(build, "LEAN_LINK_LIBS", (*build.LEAN_LINK_LIBS, "-lkernelrl_absent_library"))
+    path, _ = run_compiler(C_STYLE, "c++", full_flags("c++"), str(tmp_path), timeout=120)
+    lib = ctypes.CDLL(str(path))
+    x, y = (ctypes.c_float * 2)(0.5, -1.0), (ctypes.c_float * 2)()
+    lib.act(x, y, ctypes.c_int64(2))
+    assert list(y) == pytest.approx([math.tanh(v) + math.exp(v) for v in x], rel=1e-5)
+
+
+def test_a_compile_error_is_not_built_twice(tmp_path: Path) -> None:
+    """A source the compiler rejects never reaches the linker: its log has no link failure to retry on."""
+    with pytest.raises(CompileError) as failed:
+        run_compiler('#include <cstdint>\nextern "C" int64_t f(int64_t n) { return n +; }\n', "c++", full_flags("c++"),
+                     str(tmp_path), timeout=120)
+    assert not LINK_FAILED.search(failed.value.log), failed.value.log
+    assert failed.value.log.count("expected primary-expression") == 1, failed.value.log
 
 
 def test_the_build_service_serves_both(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

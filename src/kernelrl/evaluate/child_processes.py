@@ -116,6 +116,9 @@ def judge_main(
         judge = Judge(job.task, job.candidate, config, announce, process, own_objects=_own_objects(job, workdir))
         result = judge.run(job.cached_reference, job.compile_candidate, job.reference_only)
         _confinement_notes(result, pid)
+        result.costs["candidate_cpu"] = process.cpu_seconds()
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        result.costs["judge_cpu"] = own.ru_utime + own.ru_stime
         if scratch_note:
             result.notes.append(scratch_note)
         _end_candidate(pid)

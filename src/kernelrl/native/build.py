@@ -40,8 +40,9 @@ UNDECLARED_SPECIAL_MATH = re.compile(
 # g++ links every library against libstdc++, libm, libgcc_s and libc (--as-needed keeps only those used); reading
 # libstdc++'s symbol table is most of a small kernel's link (bench/bench_build_cost.py, `full_link`). A source that
 # includes only C headers (`LEAN_HEADERS`) and passes no link flag is linked against the C libraries alone, with
-# `-z defs`: a symbol none of them defines (operator new, say) fails that link (`UNRESOLVED_SYMBOL`), and it is linked
-# once more as g++ links by default (`run_compiler`). Either way the library is the one g++'s default link makes.
+# `-z defs`: a symbol none of them defines (operator new, say) fails that link, as does a library the toolchain lacks
+# (`LINK_FAILED`: clang without libgomp, say), and it is linked once more as g++ links by default (`run_compiler`).
+# Either way the library needs the same shared libraries at load time (--as-needed keeps only those used).
 LEAN_LINK_FLAGS = ("-nodefaultlibs", "-Wl,-z,defs")
 LEAN_LINK_LIBS = ("-lm", "-lgomp", "-lc", "-lgcc")  # after the source: a library is searched for what came before it
 LEAN_HEADERS = frozenset({
@@ -55,12 +56,14 @@ LEAN_HEADERS = frozenset({
 _INCLUDED = re.compile(r"#\s*include\s*[<\"]([^>\"\n]*)[>\"]")
 _LINK_FLAG_PREFIXES = ("-l", "-L", "-Wl", "-Xlinker", "-static", "-shared-lib", "-nostd", "-nodefault", "-fsanitize",
                        "-fprofile", "-coverage", "--coverage", "-pg", "-rdynamic", "-specs", "--specs")
-UNRESOLVED_SYMBOL = re.compile(r"undefined (?:reference to|symbol)")
+LINK_FAILED = re.compile(r"undefined (?:reference to|symbol)|ld returned|linker command failed|cannot find -l"
+                         r"|unable to find library")
 DEFAULT_FLAGS = {
     "c++": ["-O3", "-march=native", "-fPIC", "-shared", "-std=c++17", "-fopenmp", "-Drestrict=__restrict__", "-pipe",
             WITHOUT_SPECIAL_MATH],
     "cuda": ["-O3", "-shared", "-std=c++17", "-Xcompiler", "-fPIC", "-Drestrict=__restrict__"],
 }
+LIBRARY_NAME = "lib.so"  # what a build writes in its workdir
 BUILD_TIMEOUT_S = float(os.environ.get("KERNELRL_BUILD_TIMEOUT", "180"))
 
 
@@ -314,13 +317,14 @@ def run_compiler(
         src_path.write_bytes(source.encode())
     except UnicodeEncodeError as exc:  # a lone surrogate, sent through the broker's JSON
         raise CompileError(f"the source is not valid Unicode text ({exc.reason})", "", source, file_name) from None
-    out_path = Path(workdir) / "lib.so"
+    out_path = Path(workdir) / LIBRARY_NAME
     limits = limits or BuildLimits.for_build(language, timeout)
     started = time.monotonic()
     lean = language == "c++" and lean_link(source, flags)
     returncode, log = _compile(compiler, language, flags, precompiled, src_path, workdir, timeout, user, limits, lean)
-    if returncode != 0 and lean and UNRESOLVED_SYMBOL.search(log):
-        # The source needs a library the lean link leaves out (libstdc++ for operator new, say): linked as g++ links.
+    if returncode != 0 and lean and LINK_FAILED.search(log):
+        # The link failed (a library the lean link leaves out, libstdc++ for operator new, say, or one the toolchain
+        # lacks): linked as g++ links. A compile error never reaches the linker, so it is not built twice.
         returncode, log = _compile(compiler, language, flags, precompiled, src_path, workdir,
                                    timeout - (time.monotonic() - started), user, limits)
     if returncode != 0 and WITHOUT_SPECIAL_MATH in flags and UNDECLARED_SPECIAL_MATH.search(log):
@@ -363,7 +367,7 @@ def _compile(compiler: str, language: str, flags: list[str], precompiled: Path |
              timeout: float, user: int | None, limits: BuildLimits, lean: bool = False) -> tuple[int, str]:
     """One compiler run of `run_compiler`, into `workdir`/lib.so: its exit status and its sanitized log;
     `TimeoutError` past `timeout`."""
-    file_name, out_path = src_path.name, Path(workdir) / "lib.so"
+    file_name, out_path = src_path.name, Path(workdir) / LIBRARY_NAME
     command, popen = limited(compile_command(compiler, flags, precompiled, str(src_path), str(out_path), lean), limits, user)
     with tempfile.TemporaryFile() as log_file:
         proc = subprocess.Popen(
