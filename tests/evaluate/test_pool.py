@@ -176,6 +176,40 @@ def test_a_prefetched_reference_is_ready_before_the_first_candidate(task: Task) 
     assert costs["reference_timings"]["n"] == 1 and costs["reference_timings"]["sum_s"] > 0
 
 
+def test_a_reference_prefetched_ahead_waits_for_the_evaluations_queued_after_it(task: Task) -> None:
+    """A reference prefetched `ahead` (the next RL step's task) runs only when no evaluation is queued: an
+    evaluation submitted after it is judged first. A plain prefetch of the same task still jumps the queue,
+    and `close` cancels what is still queued ahead instead of measuring it."""
+    later_task = Task(id="test/scaled_relu_next_step", source=C.RELU_TASK + "\n# the next step's task\n")
+    done: list[str] = []
+    with EvalPool(workers=1, config=CONFIG) as one:
+        busy = one.submit(task, Candidate(BURNS_CPU_IN_INIT))  # holds the only worker for a while
+        ahead = one.prefetch(later_task, ahead=True)
+        assert ahead is not None and one.prefetch(later_task, ahead=True) is None  # queued once
+        evaluation = one.submit(task, Candidate(C.GOOD))
+        for name, future in (("busy", busy), ("ahead", ahead), ("evaluation", evaluation)):
+            future.add_done_callback(lambda _f, name=name: done.append(name))
+        assert evaluation.result(timeout=120).status == Status.OK
+        assert ahead.result(timeout=120)["reference_ms"] > 0
+        assert done == ["busy", "evaluation", "ahead"]
+        assert one.prefetch(later_task) is None  # measured: at hand
+
+        third = Task(id="test/scaled_relu_third", source=C.RELU_TASK + "\n# a third task\n")
+        busy = one.submit(task, Candidate(BURNS_CPU_IN_INIT))
+        queued_ahead = one.prefetch(third, ahead=True)
+        now = one.prefetch(third)  # its candidates are coming now: first in line after all
+        assert queued_ahead is not None and now is not None
+        assert now.result(timeout=120)["reference_ms"] > 0
+        assert queued_ahead.result(timeout=120) == now.result()  # found it measured: timed once
+
+        fourth = Task(id="test/scaled_relu_fourth", source=C.RELU_TASK + "\n# a fourth task\n")
+        busy = one.submit(task, Candidate(BURNS_CPU_IN_INIT))
+        cancelled = one.prefetch(fourth, ahead=True)
+        assert cancelled is not None
+    assert busy.done() and cancelled.cancelled()
+    assert len(one.reference_log) == 3  # task, later_task, third: the fourth was never measured
+
+
 BURNS_CPU_IN_INIT = "import time\n" + C.GOOD.replace(
     "        self.scale = scale",
     "        self.scale = scale\n        start = time.process_time()\n"

@@ -10,7 +10,7 @@ import torch
 from kernelrl.evaluate import EvalPool
 from kernelrl.train.config import TrainConfig
 from kernelrl.train.elementwise_chains import split_chains, tokenizer_corpus
-from kernelrl.train.job import sft_pairs
+from kernelrl.train.job import eval_config, sft_pairs
 from kernelrl.train.model import build_model
 from kernelrl.train.rollout import EvalCache
 from kernelrl.train.sft import sft_train
@@ -104,3 +104,22 @@ def test_eval_overlaps_generation(smoke_cfg: TrainConfig, setup: tuple) -> None:
     lengths = {len(s.response_ids) for s in samples}
     if len(lengths) > 1:  # samples finished at different steps: the early ones were judged while others ran
         assert any(seen)
+
+
+def test_each_step_queues_the_next_steps_references_ahead(smoke_cfg: TrainConfig, setup: tuple) -> None:
+    """The prompt stream is seeded, so a step already knows the next step's items: the gym is asked to time
+    their references ahead (in its idle time), and no further item's."""
+    state, tok, _, train = setup
+    with EvalPool(1, eval_config(smoke_cfg), sandbox="none") as fresh:
+        cache = EvalCache(fresh, TinyFamily(train, [], rows=64, cols=256))
+        model, _ = build_model(smoke_cfg.model, tokenizer_corpus(), 0)
+        model.load_state_dict(state)
+        tr = RLTrainer(smoke_cfg.rl.model_copy(update={"reward": "milestone"}), model, tok, cache, train, seed=0,
+                       max_context=smoke_cfg.model.max_positions)
+        tr.step()
+        stream, per_step = tr.rollout.stream, smoke_cfg.rl.prompts_per_step
+        assert stream.cursor == per_step and len(train) >= 3 * per_step
+        nxt = [cache.family.task(stream.item_at(per_step + i)) for i in range(per_step)]
+        after = [cache.family.task(stream.item_at(2 * per_step + i)) for i in range(per_step)]
+        assert all(fresh.prefetch(task, ahead=True) is None for task in nxt)  # queued (or timed) already
+        assert all(fresh.prefetch(task, ahead=True) is not None for task in after)  # the step after: not yet

@@ -43,6 +43,9 @@ from kernelrl.native.build import cache_dir
 from kernelrl.tasks.task import Task
 
 log = logging.getLogger(__name__)
+# Queue priorities: evaluations and the references they wait for first; a reference prefetched ahead (for a task
+# whose candidates are not being generated yet) only when a worker has nothing else; the workers' stop last.
+NOW, AHEAD, STOP = 0, 1, 2
 STARTUP_TIMEOUT_S = 120.0
 SUPERVISOR_MARGIN_S = 30.0  # beyond the sum of stage limits before a worker itself is presumed hung
 
@@ -168,14 +171,16 @@ class EvalPool:
                 "through the supervisor, but candidate code could write the shared build cache %s itself",
                 cache_dir(),
             )
-        self._jobs: queue.Queue[tuple[EvalJob, cf.Future[Any]] | None] = queue.Queue()
+        self._jobs: queue.PriorityQueue[tuple[int, int, tuple[EvalJob, cf.Future[Any]] | None]] = queue.PriorityQueue()
         self._ids = itertools.count()
+        self._order = itertools.count()  # FIFO within a priority
         self._closed = False
         self.restarts = 0
         # reference timings shared by the workers (None: none can be had), each measured once per key
         self._references: dict[str, dict[str, Any] | None] = {}
         self._references_lock = threading.Lock()
         self._measuring: dict[str, threading.Lock] = {}
+        self._ahead: set[str] = set()  # keys queued ahead (AHEAD), measured or not
         self.cost_log: list[dict[str, float]] = []  # one `cost_breakdown` per evaluation run by a worker
         self.reference_log: list[float] = []  # seconds of each reference timing measured, prefetched ones included
         self._threads = [
@@ -200,10 +205,12 @@ class EvalPool:
         self._started.wait()
         try:
             while True:
-                item = self._jobs.get()
+                priority, _, item = self._jobs.get()
                 if item is None:
                     return
                 job, future = item
+                if priority == AHEAD and self._closed:
+                    future.cancel()  # nobody waits for a reference the pool will not use
                 if not future.set_running_or_notify_cancel():
                     continue
                 if job.op == "reference":
@@ -287,21 +294,30 @@ class EvalPool:
         job = EvalJob(task, candidate, config or self.config, id=next(self._ids),
                       cached_reference=cached_reference or None)
         future: cf.Future[EvalResult] = cf.Future()
-        self._jobs.put((job, future))
+        self._jobs.put((NOW, next(self._order), (job, future)))
         return future
 
-    def prefetch(self, task: Task, backend: str = "cpu", config: EvalConfig | None = None) -> cf.Future[Any] | None:
+    def prefetch(self, task: Task, backend: str = "cpu", config: EvalConfig | None = None, *,
+                 ahead: bool = False) -> cf.Future[Any] | None:
         """Queue the measurement of `task`'s reference timing (trusted material, once per task and settings)
-        ahead of its candidates, e.g. while a policy still generates them; None where it is at hand, being
-        measured, or not wanted (timing off, the cache off)."""
+        before its candidates, e.g. while a policy still generates them; None where it is at hand, being
+        measured, already queued ahead (`ahead`), or not wanted (timing off, the cache off).
+
+        `ahead`: for a task whose candidates come later (the next RL step's): it waits until no evaluation
+        and no other reference is queued, so it fills a worker's idle time instead of delaying this step's
+        verdicts; a later prefetch without `ahead` still puts it first. Cancelled at `close`."""
         config = config or self.config
         job = EvalJob(task, Candidate("", backend), config, id=next(self._ids), op="reference")
         key = job.reference_key() if config.measure_timing else None
         with self._references_lock:
             if key is None or key in self._references or key in self._measuring or self._closed:
                 return None
+            if ahead:
+                if key in self._ahead:
+                    return None
+                self._ahead.add(key)
         future: cf.Future[Any] = cf.Future()
-        self._jobs.put((job, future))
+        self._jobs.put((AHEAD if ahead else NOW, next(self._order), (job, future)))
         return future
 
     def evaluate(self, task: Task, candidate: Candidate, config: EvalConfig | None = None) -> EvalResult:
@@ -320,7 +336,7 @@ class EvalPool:
             return
         self._closed = True
         for _ in self._threads:
-            self._jobs.put(None)
+            self._jobs.put((STOP, next(self._order), None))
         for thread in self._threads:
             thread.join(timeout=30)
 

@@ -73,14 +73,15 @@ class EvalCache(VerdictCache):
     def __init__(self, pool: EvalPool, family: TaskFamily) -> None:
         super().__init__(pool)
         self.family = family
-        self._prefetched: set[str] = set()
+        self._prefetched: set[tuple[str, bool]] = set()
 
-    def prefetch(self, item: Hashable) -> None:
-        """Have the pool time `item`'s reference now, while its answers are still being generated."""
+    def prefetch(self, item: Hashable, ahead: bool = False) -> None:
+        """Have the pool time `item`'s reference now, while its answers are still being generated, or, `ahead`
+        (an item of a later step), whenever a worker of the pool would otherwise be idle."""
         task = self.family.task(item)
-        if task.id not in self._prefetched and hasattr(self.pool, "prefetch"):
-            self._prefetched.add(task.id)
-            self.pool.prefetch(task, self.family.backend)
+        if (task.id, ahead) not in self._prefetched and hasattr(self.pool, "prefetch"):
+            self._prefetched.add((task.id, ahead))
+            self.pool.prefetch(task, self.family.backend, ahead=ahead)
 
     def submit(self, item: Hashable, answer: str) -> cf.Future[Verdict]:
         """The future verdict of `answer` (already resolved to None when it holds no code)."""

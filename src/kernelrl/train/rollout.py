@@ -16,6 +16,7 @@ the same turn; those environment tokens are False in the sample's `loss_mask`.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import functools
 import random
 import time
 import zlib
@@ -45,10 +46,13 @@ class PromptStream:
 
     def __init__(self, items: list[Hashable], tok: Any, params: SamplingParams, seed: int,
                  cursor: int = 0, family: TaskFamily | None = None,
-                 on_item: Callable[[Hashable], None] | None = None) -> None:
-        """`on_item`: called with each group's item as it is handed out (the gym prefetches its reference)."""
+                 on_item: Callable[[Hashable], None] | None = None,
+                 on_ahead: Callable[[Hashable], None] | None = None, lookahead: int = 0) -> None:
+        """`on_item`: called with each group's item as it is handed out (the gym prefetches its reference);
+        `on_ahead`: with the item `lookahead` groups further on, which the stream will hand out later (the gym
+        times its reference while a worker would be idle, off the path of that later step's verdicts)."""
         self.items, self.tok, self.params, self.seed, self.cursor = items, tok, params, seed, cursor
-        self.on_item = on_item
+        self.on_item, self.on_ahead, self.lookahead = on_item, on_ahead, lookahead
         self.family = family or TinyFamily([], [])
         self.groups: dict[str, int] = {}  # group id handed to the scheduler -> its stream position
 
@@ -71,6 +75,8 @@ class PromptStream:
             self.groups[f"{k}"] = k
             if self.on_item is not None:
                 self.on_item(item)
+            if self.on_ahead is not None and self.lookahead > 0:
+                self.on_ahead(self.item_at(k + self.lookahead))
             yield PromptGroup(f"{k}", tuple(self.family.prompt_ids(self.tok, item)), self.params.replace(seed=seed))
 
 
@@ -89,7 +95,9 @@ class Rollout:
         if tools:  # generation pauses at a tool call
             params = params.replace(stop_strings=(*params.stop_strings, self.protocol.tool_stop))
         self.params = params
-        self.stream = PromptStream(items, tok, params, seed, cursor, self.family, on_item=cache.prefetch)
+        # the next step's items are known (a seeded stream): their references are timed in the gym's idle time
+        self.stream = PromptStream(items, tok, params, seed, cursor, self.family, on_item=cache.prefetch,
+                                   on_ahead=functools.partial(cache.prefetch, ahead=True), lookahead=prompts_per_step)
         self.engine = engine
         self.driver = EngineDriver(engine, tok, cache, params, seed, tools=tools, max_tool_calls=max_tool_calls)
         self.scheduler = CoprisScheduler(SubmittingEngine(engine, self.land), self.stream, group_size=group_size,
