@@ -31,6 +31,15 @@ TINY = {
 }
 
 
+def test_references_ahead_ab_switches_the_lookahead_off_in_one_arm_only() -> None:
+    """The A/B's off arm queues no reference ahead (the script exits non-zero if it did); the on arm does, once the
+    first step has handed out its groups (the next step's items)."""
+    out = run_bench("bench_references_ahead.py", ["--rounds", "1", "--no-write", "rl.steps=2", "sft.steps=2",
+                                                  "task.n_heldout=4"])
+    queued = {arm: int(n) for arm, n in re.findall(r"round 0 (on|off): .* (\d+) references queued ahead", out)}
+    assert queued.keys() == {"on", "off"} and queued["off"] == 0 and queued["on"] > 0, out
+
+
 def run_bench(script: str, args: list[str]) -> str:
     """Run bench/`script` with `args` in a subprocess; its stdout (a non-zero exit fails the test)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH")) if p)}
