@@ -4,8 +4,9 @@ included, as shares of the workers' capacity.
 Runs `kernelrl train --preset tiny-cpu` (overrides as `KEY=VALUE`) in this process, with an empty build cache of
 its own, and times each request a pool worker sends its supervisor (`pool.Worker.run`) from the pool's side: an
 evaluation (``result``) or a reference timing (``reference``: the pool times each task's reference once, in a
-child that runs no candidate code, prefetched when a group's prompt is handed out). Over the RL phase (from the
-start of RL to the start of the held-out evaluation after it) the workers' capacity (workers x wall) splits into:
+child that runs no candidate code, prefetched when a group's prompt is handed out, and the next step's ahead, at a
+lower priority). Over the RL phase (from the start of RL to the start of the held-out evaluation after it) the
+workers' capacity (workers x wall) splits into:
 
 - evaluations, and within them the stages of the cost breakdown (`evaluate.costs`) summed over the phase's
   evaluations: static, build, init, correctness, timing (timed calls apart), fork and teardown;
