@@ -1,8 +1,9 @@
 """The next RL step's references timed ahead, against the same code with that switched off, side by side.
 
 Each RL step knows the next step's items (the prompt stream is seeded), and the rollout asks the gym to time their
-references ahead (`EvalPool.prefetch(ahead=True)`), at a priority below every evaluation, so they run in the
-workers' idle time instead of in front of the next step's verdicts. The `off` arm runs the same code with the
+references ahead (`EvalPool.prefetch(ahead=True)`) once the step's generation is done, at a priority below every
+evaluation, so they run in the step's tail and update instead of in front of the next step's verdicts (asked for
+at hand-out, as first built, they ran while the policy decoded and took its CPU: that version lost this A/B). The `off` arm runs the same code with the
 stream's lookahead forced to 0 (only the references of the items being handed out are prefetched, as before the
 change). Arms alternate (on/off, then off/on, ...) over `--rounds` rounds of the main job's RL phase
 (`bench_gym_budget.run`: tiny-cpu, its own empty build cache), so a slow hour hits both.

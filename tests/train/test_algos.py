@@ -108,7 +108,7 @@ def test_eval_overlaps_generation(smoke_cfg: TrainConfig, setup: tuple) -> None:
 
 def test_each_step_queues_the_next_steps_references_ahead(smoke_cfg: TrainConfig, setup: tuple) -> None:
     """The prompt stream is seeded, so a step already knows the next step's items: the gym is asked to time
-    their references ahead (in its idle time), and no further item's."""
+    their references ahead once this step's generation is done, and no further item's."""
     state, tok, _, train = setup
     with EvalPool(1, eval_config(smoke_cfg), sandbox="none") as fresh:
         cache = EvalCache(fresh, TinyFamily(train, [], rows=64, cols=256))
@@ -116,8 +116,22 @@ def test_each_step_queues_the_next_steps_references_ahead(smoke_cfg: TrainConfig
         model.load_state_dict(state)
         tr = RLTrainer(smoke_cfg.rl.model_copy(update={"reward": "milestone"}), model, tok, cache, train, seed=0,
                        max_context=smoke_cfg.model.max_positions)
+        asked_ahead: list[object] = []
+        on_ahead, next_batch = tr.rollout.stream.on_ahead, tr.rollout.scheduler.next_batch
+        assert on_ahead is not None
+        tr.rollout.stream.on_ahead = lambda item: (asked_ahead.append(item), on_ahead(item))[1]
+        ahead_during_generation: list[int] = []
+
+        def generate() -> object:
+            batch = next_batch()
+            ahead_during_generation.append(len(asked_ahead))
+            return batch
+
+        tr.rollout.scheduler.next_batch = generate  # type: ignore[method-assign]
         tr.step()
         stream, per_step = tr.rollout.stream, smoke_cfg.rl.prompts_per_step
+        # asked for once generation is done, not while the policy decodes (on 2 cores they would take its CPU)
+        assert ahead_during_generation == [0] and len(asked_ahead) == per_step
         assert stream.cursor == per_step and len(train) >= 3 * per_step
         nxt = [cache.family.task(stream.item_at(per_step + i)) for i in range(per_step)]
         after = [cache.family.task(stream.item_at(2 * per_step + i)) for i in range(per_step)]

@@ -49,12 +49,14 @@ class PromptStream:
                  on_item: Callable[[Hashable], None] | None = None,
                  on_ahead: Callable[[Hashable], None] | None = None, lookahead: int = 0) -> None:
         """`on_item`: called with each group's item as it is handed out (the gym prefetches its reference);
-        `on_ahead`: with the item `lookahead` groups further on, which the stream will hand out later (the gym
-        times its reference while a worker would be idle, off the path of that later step's verdicts)."""
+        `on_ahead`: with the item `lookahead` groups further on, which the stream will hand out later, once the
+        rollout calls `release_ahead` (after generation: the gym then times those references in the step's
+        tail and update, off the path of that later step's verdicts and off the policy's CPU while it decodes)."""
         self.items, self.tok, self.params, self.seed, self.cursor = items, tok, params, seed, cursor
         self.on_item, self.on_ahead, self.lookahead = on_item, on_ahead, lookahead
         self.family = family or TinyFamily([], [])
         self.groups: dict[str, int] = {}  # group id handed to the scheduler -> its stream position
+        self.pending_ahead: list[int] = []  # stream positions whose references `release_ahead` asks for
 
     def item_of(self, group_id: str | None) -> Hashable:
         """The item of a group this stream handed out."""
@@ -66,6 +68,13 @@ class PromptStream:
         random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
         return self.items[order[i]]
 
+    def release_ahead(self) -> None:
+        """Hand the items `lookahead` groups past those handed out since the last call to `on_ahead`."""
+        pending, self.pending_ahead = self.pending_ahead, []
+        if self.on_ahead is not None:
+            for k in pending:
+                self.on_ahead(self.item_at(k))
+
     def __iter__(self) -> Iterator[PromptGroup]:
         while True:
             k = self.cursor
@@ -76,7 +85,7 @@ class PromptStream:
             if self.on_item is not None:
                 self.on_item(item)
             if self.on_ahead is not None and self.lookahead > 0:
-                self.on_ahead(self.item_at(k + self.lookahead))
+                self.pending_ahead.append(k + self.lookahead)
             yield PromptGroup(f"{k}", tuple(self.family.prompt_ids(self.tok, item)), self.params.replace(seed=seed))
 
 
@@ -95,7 +104,8 @@ class Rollout:
         if tools:  # generation pauses at a tool call
             params = params.replace(stop_strings=(*params.stop_strings, self.protocol.tool_stop))
         self.params = params
-        # the next step's items are known (a seeded stream): their references are timed in the gym's idle time
+        # the next step's items are known (a seeded stream): their references are timed ahead, once this
+        # step's generation is done (on 2 cores, earlier they take the CPU the policy decodes on)
         self.stream = PromptStream(items, tok, params, seed, cursor, self.family, on_item=cache.prefetch,
                                    on_ahead=functools.partial(cache.prefetch, ahead=True), lookahead=prompts_per_step)
         self.engine = engine
@@ -143,6 +153,7 @@ class Rollout:
         t0 = time.perf_counter()
         batch = self.scheduler.next_batch()
         t_gen = time.perf_counter() - t0
+        self.stream.release_ahead()
         driver = self.driver
         driver.wait_s, driver.tools_s = [0.0], 0.0
         episodes: list[Episode] = []
