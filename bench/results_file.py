@@ -26,7 +26,8 @@ def machine() -> dict[str, Any]:
     except (OSError, StopIteration):
         pass
     return {"cpu": cpu or platform.processor(), "cores": len(os.sched_getaffinity(0)), "python": platform.python_version(),
-            "torch": torch.__version__, "load_average": os.getloadavg()[0], "platform": platform.platform(),
+            "torch": torch.__version__, "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "load_average": os.getloadavg()[0], "platform": platform.platform(),
             "speed_probe_ms": speed_probe()}
 
 
