@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -75,10 +77,25 @@ def revision() -> dict[str, Any]:
     return {"revision": head, "dirty": sorted(changed.split())}
 
 
+def machine() -> dict[str, Any]:
+    """What a seeded run's numbers depend on beyond the code: the CPU, the cores, torch and the vector kernels it
+    picked (AVX2 and AVX512 kernels round differently, so one seed can take another path on another machine)."""
+    import torch
+
+    cpu = platform.processor()
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                   if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {"cpu": cpu, "cores": len(os.sched_getaffinity(0)), "torch": torch.__version__,
+            "torch_cpu_capability": torch.backends.cpu.get_cpu_capability()}
+
+
 def new_record(repro: str, config: dict[str, Any]) -> dict[str, Any]:
-    """The head of a results record: name, revision, command, date and the resolved config (JSON-safe)."""
+    """The head of a results record: name, revision, command, date, the machine and the resolved config (JSON-safe)."""
     return {"repro": repro, **revision(), "command": " ".join(["kernelrl", *sys.argv[1:]]),
-            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "machine": machine(),
             "config": json.loads(json.dumps(config, default=str))}
 
 
