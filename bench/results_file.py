@@ -16,19 +16,12 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def machine() -> dict[str, Any]:
-    """The facts a timing depends on."""
-    import torch
+    """The facts a timing depends on: what a repro record names (`kernelrl.repro.record.machine`: CPU, cores,
+    torch and its vector kernels), the Python, the load and a speed probe."""
+    from kernelrl.repro.record import machine as record_machine
 
-    cpu = ""
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                   if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return {"cpu": cpu or platform.processor(), "cores": len(os.sched_getaffinity(0)), "python": platform.python_version(),
-            "torch": torch.__version__, "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "load_average": os.getloadavg()[0], "platform": platform.platform(),
-            "speed_probe_ms": speed_probe()}
+    return {**record_machine(), "python": platform.python_version(), "load_average": os.getloadavg()[0],
+            "platform": platform.platform(), "speed_probe_ms": speed_probe()}
 
 
 def speed_probe(repeats: int = 9) -> dict[str, float]:
